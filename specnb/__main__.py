@@ -1,0 +1,66 @@
+"""`python -m specnb` (what `make run` runs): the four methods on the embedded default model."""
+
+import argparse
+
+import torch
+from tqdm.auto import tqdm
+
+from . import autoregressive, jacobi, load_prompts, prompt_lookup, speculative
+from .models import EMBEDDED_NAME, chat_ids, early_exit_draft, load_model
+
+STANDIN_LAYERS = 8
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--prompts", type=int, default=4, help="first N prompts of eval.jsonl")
+    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--gamma", type=int, default=4, help="drafts per iteration")
+    parser.add_argument("--num-pred", type=int, default=8, help="prompt-lookup draft length")
+    parser.add_argument("--block", type=int, default=8, help="Jacobi block size")
+    args = parser.parse_args(argv)
+
+    torch.manual_seed(0)  # nothing here samples (greedy); seeded anyway for safety
+    target, tokenizer = load_model()
+    draft = early_exit_draft(target, STANDIN_LAYERS)
+    draft_label = (f"stand-in draft: the target's first {STANDIN_LAYERS} of "
+                   f"{target.config.num_hidden_layers} layers (no trained draft yet)")
+    print(f"target: {EMBEDDED_NAME} on {target.device}\ndraft:  {draft_label}\n"
+          f"greedy, {args.max_new_tokens} new tokens, γ = {args.gamma}, "
+          f"num_pred = {args.num_pred}, block = {args.block}\n")
+
+    runs = {
+        "autoregressive": lambda ids: autoregressive(target, ids, max_new_tokens=args.max_new_tokens),
+        f"speculative γ={args.gamma}": lambda ids: speculative(
+            target, draft, ids, gamma=args.gamma, max_new_tokens=args.max_new_tokens),
+        f"prompt lookup k={args.num_pred}": lambda ids: prompt_lookup(
+            target, ids, num_pred=args.num_pred, max_new_tokens=args.max_new_tokens),
+        f"jacobi block={args.block}": lambda ids: jacobi(
+            target, ids, block=args.block, max_new_tokens=args.max_new_tokens),
+    }
+    prompts = load_prompts("eval")[:args.prompts]
+    rows = []
+    for prompt in tqdm(prompts, desc="prompts"):
+        ids = chat_ids(tokenizer, prompt["prompt"], device=target.device)
+        reference = None
+        for name, run in runs.items():
+            result = run(ids)
+            reference = reference or result.tokens[0]
+            rows.append((prompt["id"], prompt["group"], name, result.stats,
+                         result.tokens[0] == reference))
+    print_table(rows)
+
+
+def print_table(rows) -> None:
+    header = (f"{'prompt':<16} {'group':<15} {'method':<22} {'tokens':>6} {'fwd':>5} "
+              f"{'tok/fwd':>7} {'accept':>6} {'wall s':>7}  = AR greedy")
+    print(header + "\n" + "-" * len(header))
+    for prompt_id, group, name, stats, same in rows:
+        accept = "-" if not stats.drafted else f"{stats.acceptance_rate:.2f}"
+        print(f"{prompt_id:<16} {group:<15} {name:<22} {stats.new_tokens:>6} "
+              f"{stats.target_forwards:>5} {stats.tokens_per_forward:>7.2f} {accept:>6} "
+              f"{stats.wall_s:>7.2f}  {'yes' if same else 'NO'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,13 @@
+"""The core of specnb: one idea per module, no generation loops (those live in specnb.methods)."""
+
+from .jacobi import JacobiStep, count_converged, jacobi_step
+from .kv import CachedLM, common_prefix_len, crop_cache
+from .ngram import NgramDraft, ngram_lookup
+from .sampler import check_temperature, draw, logits_to_probs, sample
+from .verify import Verdict, acceptance_overlap, verify, verify_detailed
+
+__all__ = [
+    "CachedLM", "JacobiStep", "NgramDraft", "Verdict", "acceptance_overlap", "check_temperature",
+    "common_prefix_len", "count_converged", "crop_cache", "draw", "jacobi_step", "logits_to_probs",
+    "ngram_lookup", "sample", "verify", "verify_detailed",
+]

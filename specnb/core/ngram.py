@@ -1,0 +1,48 @@
+"""Prompt-lookup drafts: copy what followed an earlier occurrence of the current tail n-gram.
+
+Input-grounded tasks (editing code, summarizing, answering from a passage) repeat long spans of
+the prompt, so the tokens that followed the last n tokens the previous time are a free draft:
+no draft model, no forward. This module only finds the draft; verifying it is `verify`'s job.
+"""
+
+from dataclasses import dataclass
+
+
+@dataclass
+class NgramDraft:
+    """A draft and where it was copied from (`source_start` indexes `tokens`)."""
+
+    draft: list  # up to k token ids
+    ngram_size: int  # n of the matching tail n-gram, 0 when nothing matched
+    match_start: int  # where the earlier occurrence of the n-gram starts, -1 when none
+    source_start: int  # where the copied continuation starts, -1 when none
+
+
+def ngram_lookup(tokens, *, n_max: int, n_min: int, k: int) -> NgramDraft:
+    """Draft up to `k` tokens by matching the longest tail n-gram (n from n_max down to n_min).
+
+    Among earlier occurrences of that n-gram, prefer the one with the longest continuation
+    (capped at k), then the most recent one.
+
+    Example: [5, 6, 7, 5, 6] with n_max=n_min=2, k=2 -> draft [7, 5] copied from position 2.
+    """
+    if not 1 <= n_min <= n_max:
+        raise ValueError(f"need 1 <= n_min <= n_max, got n_min={n_min}, n_max={n_max}")
+    if k < 0:
+        raise ValueError(f"k (number of tokens to draft) must be >= 0, got {k}")
+    tokens = [int(t) for t in tokens]
+    length = len(tokens)
+    for n in range(min(n_max, length - 1), n_min - 1, -1):
+        tail = tokens[length - n:]
+        best = None  # (continuation length, start)
+        # Occurrences must end before the tail starts its last token, so something follows them.
+        for start in range(length - n - 1, -1, -1):
+            if tokens[start:start + n] == tail:
+                continuation = min(k, length - (start + n))
+                if best is None or continuation > best[0]:
+                    best = (continuation, start)
+        if best is not None and k > 0:
+            continuation, start = best
+            source = start + n
+            return NgramDraft(tokens[source:source + continuation], n, start, source)
+    return NgramDraft([], 0, -1, -1)

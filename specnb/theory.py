@@ -1,0 +1,59 @@
+"""The formulas of speculative decoding (Leviathan et al. 2023, section 3) and their estimates.
+
+α is the probability that a draft token is accepted, E[Σ_v min(p, q)]; c is the cost of a
+draft forward relative to a target forward. With γ drafts per iteration and i.i.d. acceptance:
+
+    E[tokens per iteration] = (1 − α^{γ+1}) / (1 − α)                       (eq. 1)
+    speedup over autoregressive = (1 − α^{γ+1}) / ((1 − α)(γc + 1))         (Thm 3.8)
+
+Pure functions of numbers, plus estimators that read α̂ and ĉ off a `GenerationResult`.
+"""
+
+import math
+
+
+def _check_alpha_gamma(alpha: float, gamma: int) -> None:
+    if not 0.0 <= alpha <= 1.0:
+        raise ValueError(f"alpha (acceptance probability) must be in [0, 1], got {alpha}")
+    if int(gamma) != gamma or gamma < 0:
+        raise ValueError(f"gamma (drafts per iteration) must be an integer >= 0, got {gamma}")
+
+
+def expected_tokens_per_iteration(alpha: float, gamma: int) -> float:
+    """(1 − α^{γ+1}) / (1 − α); γ + 1 when α = 1. Example: α = 0.5, γ = 2 -> 1.75."""
+    _check_alpha_gamma(alpha, gamma)
+    if alpha == 1.0:
+        return float(gamma + 1)
+    return (1.0 - alpha ** (gamma + 1)) / (1.0 - alpha)
+
+
+def predicted_speedup(alpha: float, gamma: int, cost_ratio: float) -> float:
+    """Expected wall-time speedup over autoregressive decoding (Leviathan et al., Thm 3.8).
+
+    Example: α = 0.8, γ = 4, c = 0.05 -> 3.3616 / 1.2 = 2.8013.
+    """
+    _check_alpha_gamma(alpha, gamma)
+    if not cost_ratio >= 0:
+        raise ValueError(f"cost_ratio (draft cost / target cost) must be >= 0, got {cost_ratio}")
+    return expected_tokens_per_iteration(alpha, gamma) / (gamma * cost_ratio + 1.0)
+
+
+def optimal_gamma(alpha: float, cost_ratio: float, max_gamma: int = 64) -> int:
+    """The γ in [0, max_gamma] with the highest predicted speedup (γ* of the notebooks)."""
+    if int(max_gamma) != max_gamma or max_gamma < 0:
+        raise ValueError(f"max_gamma must be an integer >= 0, got {max_gamma}")
+    return max(range(int(max_gamma) + 1), key=lambda g: predicted_speedup(alpha, g, cost_ratio))
+
+
+def estimate_alpha(result) -> float:
+    """α̂: mean of Σ min(p, q) over the verified (accepted or rejected) draft positions."""
+    overlaps = [d.overlap for it in result.trace for d in it.drafted if d.status != "unverified"]
+    return sum(overlaps) / len(overlaps) if overlaps else math.nan
+
+
+def estimate_cost_ratio(result) -> float:
+    """ĉ: mean draft forward time over mean target forward time, from one run's stats."""
+    stats = result.stats
+    if not stats.draft_forwards or not stats.target_forwards:
+        return math.nan
+    return (stats.draft_s / stats.draft_forwards) / (stats.target_s / stats.target_forwards)

@@ -1,0 +1,67 @@
+"""The embedded SmolLM2-135M-Instruct: offline loading, chat template, greedy equality with HF."""
+
+import time
+
+import pytest
+
+import specnb
+from specnb.models import cache_dir, chat_ids, early_exit_draft, load_model
+
+MAX_NEW = 48
+
+
+@pytest.fixture(scope="module")
+def cases(embedded):
+    model, tokenizer = embedded
+    prompts = specnb.load_prompts("eval")[:3]
+    cases = []
+    for prompt in prompts:
+        ids = chat_ids(tokenizer, prompt["prompt"])
+        expected = model.generate(ids, max_new_tokens=MAX_NEW, do_sample=False)[0, ids.shape[1]:]
+        cases.append((ids, expected.tolist()))
+    return cases
+
+
+def test_loads_offline_fast_and_is_the_135m_instruct(embedded, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    start = time.perf_counter()
+    model, tokenizer = load_model(device="cpu")
+    assert time.perf_counter() - start < 5.0, "a cached load must take at most 5 s"
+    assert sum(p.numel() for p in model.parameters()) == 134_515_008
+    assert model.config.vocab_size == len(tokenizer) == 49152
+    assert (cache_dir() / "smollm2-135m-instruct" / "model.safetensors").exists()
+
+
+def test_chat_template(embedded):
+    _, tokenizer = embedded
+    ids = chat_ids(tokenizer, "What is 2 + 2?")
+    text = tokenizer.decode(ids[0])
+    assert text.startswith("<|im_start|>system") and "<|im_start|>user\nWhat is 2 + 2?<|im_end|>" \
+        in text and text.endswith("<|im_start|>assistant\n")
+
+
+def test_first_answer_is_sensible(embedded):
+    model, tokenizer = embedded
+    ids = chat_ids(tokenizer, "What is the capital of France?")
+    answer = specnb.autoregressive(model, ids, max_new_tokens=12).text(tokenizer)
+    assert "Paris" in answer
+
+
+@pytest.mark.parametrize("method", ["speculative", "prompt_lookup", "jacobi"])
+def test_greedy_equals_hf_generate(embedded, cases, method):
+    model, _ = embedded
+    draft = early_exit_draft(model, 8)
+    for ids, expected in cases:
+        if method == "speculative":
+            result = specnb.speculative(model, draft, ids, gamma=4, max_new_tokens=MAX_NEW)
+        elif method == "prompt_lookup":
+            result = specnb.prompt_lookup(model, ids, num_pred=8, max_new_tokens=MAX_NEW)
+        else:
+            result = specnb.jacobi(model, ids, block=6, max_new_tokens=MAX_NEW)
+        assert result.tokens == [expected]
+
+
+def test_unknown_model_points_to_the_default(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ValueError, match="load_model\\(\\) with no argument"):
+        load_model("no-such-org/no-such-model")

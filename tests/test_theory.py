@@ -1,0 +1,97 @@
+"""Tests of `specnb.theory`: the closed forms of Leviathan et al. (2023), checked by hand."""
+
+import math
+
+import pytest
+
+from specnb.theory import expected_tokens_per_iteration, optimal_gamma, predicted_speedup
+
+
+def test_docstring_examples():
+    assert expected_tokens_per_iteration(0.5, 2) == pytest.approx(1.75, abs=1e-12)
+    # (1 − 0.8^5) / 0.2 = 3.3616 tokens per iteration, over 4 · 0.05 + 1 = 1.2: 2.80133...
+    assert predicted_speedup(0.8, 4, 0.05) == pytest.approx(3.3616 / 1.2, rel=1e-12)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.1, 0.5, 0.9, 0.999])
+@pytest.mark.parametrize("gamma", [0, 1, 2, 5, 17])
+def test_expected_tokens_is_the_geometric_sum(alpha, gamma):
+    """(1 − α^{γ+1}) / (1 − α) = 1 + α + ... + α^γ: the token at j needs j leading accepts."""
+    assert expected_tokens_per_iteration(alpha, gamma) == pytest.approx(
+        sum(alpha ** j for j in range(gamma + 1)), rel=1e-9)
+
+
+@pytest.mark.parametrize("gamma", [0, 1, 4, 64])
+def test_alpha_one_gives_gamma_plus_one_and_is_continuous(gamma):
+    assert expected_tokens_per_iteration(1.0, gamma) == gamma + 1
+    assert expected_tokens_per_iteration(1 - 1e-9, gamma) == pytest.approx(gamma + 1, rel=1e-6)
+    assert expected_tokens_per_iteration(0.0, gamma) == 1.0
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.3, 1.0])
+@pytest.mark.parametrize("cost_ratio", [0.0, 0.1, 2.0])
+def test_gamma_zero_is_autoregressive(alpha, cost_ratio):
+    assert expected_tokens_per_iteration(alpha, 0) == 1.0
+    assert predicted_speedup(alpha, 0, cost_ratio) == 1.0
+
+
+def test_speedup_formula_by_hand():
+    # α = 0.5, γ = 3, c = 0.25: (1 + .5 + .25 + .125) / (3 · 0.25 + 1) = 1.875 / 1.75
+    assert predicted_speedup(0.5, 3, 0.25) == pytest.approx(1.875 / 1.75, rel=1e-12)
+    # Free drafts (c = 0): the speedup is the tokens per iteration.
+    assert predicted_speedup(0.7, 5, 0.0) == pytest.approx(expected_tokens_per_iteration(0.7, 5))
+    # α = 1, c = 1: every γ breaks even.
+    assert predicted_speedup(1.0, 6, 1.0) == pytest.approx(1.0)
+
+
+def test_optimal_gamma_hand_computed():
+    # α = 0.8, c = 0.05: speedups 1, 1.714, 2.218, 2.567, 2.801, 2.951, 3.040, 3.082,
+    # 3.092 (γ = 8), 3.078, 3.047, ...: the maximum is at γ = 8.
+    assert optimal_gamma(0.8, 0.05) == 8
+    assert predicted_speedup(0.8, 8, 0.05) > predicted_speedup(0.8, 7, 0.05)
+    assert predicted_speedup(0.8, 8, 0.05) > predicted_speedup(0.8, 9, 0.05)
+    # α = 0.3, c = 0.5: γ = 1 gives 1.3 / 1.5 < 1, so drafting never pays.
+    assert optimal_gamma(0.3, 0.5) == 0
+    # c = 0 and α < 1: drafting is free but a useless draft (α = 0) gains nothing, and among
+    # equal speedups the smallest γ is returned; a useful free draft takes the largest γ allowed.
+    assert optimal_gamma(0.0, 0.0) == 0
+    assert optimal_gamma(0.5, 0.0, max_gamma=10) == 10
+    assert optimal_gamma(1.0, 0.0, max_gamma=10) == 10
+    assert optimal_gamma(0.9, 0.05, max_gamma=3) == 3  # capped by max_gamma
+
+
+@pytest.mark.parametrize("cost_ratio", [0.001, 0.01, 0.05, 0.2, 0.5])
+def test_optimal_gamma_grows_with_alpha(cost_ratio):
+    alphas = [i / 100 for i in range(101)]
+    gammas = [optimal_gamma(a, cost_ratio) for a in alphas]
+    assert all(g1 <= g2 for g1, g2 in zip(gammas, gammas[1:]))
+    assert gammas[0] == 0 and gammas[-1] == 64  # from "never draft" to "draft the maximum"
+
+
+@pytest.mark.parametrize("alpha", [0.3, 0.6, 0.9, 0.99])
+def test_optimal_gamma_shrinks_as_drafts_get_costlier(alpha):
+    gammas = [optimal_gamma(alpha, c / 100) for c in range(1, 101)]
+    assert all(g1 >= g2 for g1, g2 in zip(gammas, gammas[1:]))
+    assert gammas[0] > gammas[-1]
+
+
+@pytest.mark.parametrize("call, word", [
+    (lambda: expected_tokens_per_iteration(-0.1, 2), "alpha"),
+    (lambda: expected_tokens_per_iteration(1.1, 2), "alpha"),
+    (lambda: expected_tokens_per_iteration(math.nan, 2), "alpha"),
+    (lambda: expected_tokens_per_iteration(0.5, -1), "gamma"),
+    (lambda: expected_tokens_per_iteration(0.5, 2.5), "gamma"),
+    (lambda: predicted_speedup(0.5, 2, -0.1), "cost_ratio"),
+    (lambda: predicted_speedup(0.5, 2, math.nan), "cost_ratio"),
+    (lambda: predicted_speedup(2.0, 2, 0.1), "alpha"),
+    (lambda: optimal_gamma(-0.5, 0.1), "alpha"),
+    (lambda: optimal_gamma(0.5, -0.1), "cost_ratio"),
+])
+def test_bad_inputs_raise(call, word):
+    with pytest.raises(ValueError, match=word):
+        call()
+
+
+def test_optimal_gamma_rejects_negative_max_gamma_by_name():
+    with pytest.raises(ValueError, match="max_gamma"):
+        optimal_gamma(0.5, 0.1, max_gamma=-1)
