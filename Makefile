@@ -16,7 +16,7 @@ $(READY): pyproject.toml constraints.txt
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
 	$(PY) -m pip install --quiet -c constraints.txt -e .
-	$(PY) -m specnb.models
+	$(PY) -m specnb --prepare
 	touch $(READY)
 
 run: $(READY)

@@ -2,30 +2,32 @@
 
 import argparse
 
-import torch
 from tqdm.auto import tqdm
 
 from . import autoregressive, jacobi, load_prompts, prompt_lookup, speculative
-from .models import EMBEDDED_NAME, chat_ids, early_exit_draft, load_model
-
-STANDIN_LAYERS = 8
+from .models import EMBEDDED_NAME, chat_ids, embedded_checkpoint
+from .pairs import load_pair
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--prompts", type=int, default=4, help="first N prompts of eval.jsonl")
-    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--gamma", type=int, default=4, help="drafts per iteration")
     parser.add_argument("--num-pred", type=int, default=8, help="prompt-lookup draft length")
     parser.add_argument("--block", type=int, default=8, help="Jacobi block size")
+    parser.add_argument("--prepare", action="store_true",
+                        help="only fetch and cache the embedded model (the set-up does this)")
     args = parser.parse_args(argv)
+    if args.prepare:
+        print(f"embedded model ready in {embedded_checkpoint()}")
+        return
 
-    torch.manual_seed(0)  # nothing here samples (greedy); seeded anyway for safety
-    target, tokenizer = load_model()
-    draft = early_exit_draft(target, STANDIN_LAYERS)
-    draft_label = (f"stand-in draft: the target's first {STANDIN_LAYERS} of "
-                   f"{target.config.num_hidden_layers} layers (no trained draft yet)")
-    print(f"target: {EMBEDDED_NAME} on {target.device}\ndraft:  {draft_label}\n"
+    target, draft, tokenizer = load_pair()
+    draft_params = sum(p.numel() for p in draft.parameters()) / 1e6
+    print(f"target: {EMBEDDED_NAME} on {target.device}\n"
+          f"draft:  the embedded distilled draft, data/draft ({draft_params:.1f}M parameters, "
+          f"{draft.config.num_hidden_layers} layers, width {draft.config.hidden_size})\n"
           f"greedy, {args.max_new_tokens} new tokens, γ = {args.gamma}, "
           f"num_pred = {args.num_pred}, block = {args.block}\n")
 

@@ -82,6 +82,7 @@ def embedded_checkpoint() -> Path:
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     partial = Path(tempfile.mkdtemp(dir=cache_dir(), prefix="partial-"))
+    partial.chmod(0o755)  # mkdtemp makes it private; the cache is meant to be shared
     model.save_pretrained(partial)
     tokenizer.save_pretrained(partial)
     partial.rename(checkpoint)
@@ -141,7 +142,3 @@ def early_exit_draft(model, num_layers: int):
     draft.model.rotary_emb, draft.lm_head = model.model.rotary_emb, model.lm_head
     draft.generation_config = copy.deepcopy(model.generation_config)
     return draft.eval()
-
-
-if __name__ == "__main__":  # `python -m specnb.models`: prepare the embedded model (make does)
-    print(f"embedded model ready in {embedded_checkpoint()}")

@@ -51,9 +51,15 @@ def estimate_alpha(result) -> float:
     return sum(overlaps) / len(overlaps) if overlaps else math.nan
 
 
-def estimate_cost_ratio(result) -> float:
-    """ĉ: mean draft forward time over mean target forward time, from one run's stats."""
+def estimate_cost_ratio(result, autoregressive_result=None) -> float:
+    """ĉ: mean draft forward time over mean target forward time.
+
+    The theorem's c compares one-token forwards. The target forwards of a speculative run score
+    γ+1 tokens each, so pass an autoregressive run of the same prompt to divide by its
+    one-token forwards instead (what the benchmark does).
+    """
     stats = result.stats
-    if not stats.draft_forwards or not stats.target_forwards:
+    reference = (autoregressive_result or result).stats
+    if not stats.draft_forwards or not reference.target_forwards:
         return math.nan
-    return (stats.draft_s / stats.draft_forwards) / (stats.target_s / stats.target_forwards)
+    return (stats.draft_s / stats.draft_forwards) / (reference.target_s / reference.target_forwards)

@@ -64,3 +64,4 @@ def prompts():
 def embedded():
     """The embedded SmolLM2-135M-Instruct and its tokenizer (prepared by `make`)."""
     return specnb.models.load_model(device="cpu")
+

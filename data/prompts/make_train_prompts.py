@@ -13,6 +13,7 @@ different topics and texts than data/prompts/eval.jsonl.
 import json
 import os
 import random
+import sys
 
 N_OPEN = 160
 N_GROUNDED = 160
@@ -1050,7 +1051,7 @@ def build_grounded(rng):
     return items[:N_GROUNDED]
 
 
-def main():
+def main(out_path=None):
     rng = random.Random(0)
     open_items = build_open(rng)
     grounded_items = build_grounded(rng)
@@ -1061,7 +1062,7 @@ def main():
     prompts = [it["prompt"] for it in items]
     assert len(set(prompts)) == len(prompts), "duplicate prompt"
 
-    out_path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "train.jsonl")
+    out_path = out_path or os.path.join(os.path.dirname(os.path.abspath(__file__)), "train.jsonl")
     with open(out_path, "w", encoding="utf-8", newline="\n") as f:
         for i, it in enumerate(items, start=1):
             rec = {
@@ -1074,5 +1075,5 @@ def main():
     print("wrote %d prompts to %s" % (len(items), out_path))
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # optional argument: write somewhere else (the tests do)
+    main(sys.argv[1] if len(sys.argv) > 1 else None)

@@ -1,0 +1,241 @@
+"""`python -m specnb.bench`: time every method side by side with transformers, in one process.
+
+Ours: autoregressive, speculative (a sweep of γ), prompt lookup, Jacobi. Peers from
+transformers on the same pair and prompts: greedy `generate`, `generate(assistant_model=draft)`
+with a constant γ (a like-for-like comparison) and with its default schedule, and
+`generate(prompt_lookup_num_tokens=k)`. Each (method, prompt) is warmed up, then timed
+`--repeats` times (CUDA events on GPU); the median is reported with the spread. Greedy outputs
+are checked against our autoregressive tokens; speedups are ratios within this one run.
+
+It does not tune anything: settings come from the command line and are written with the
+results (JSON) next to a plot.
+"""
+
+import argparse
+import copy
+import datetime
+import json
+import platform
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+import transformers
+from tqdm.auto import tqdm
+
+from . import autoregressive, jacobi, prompt_lookup, speculative
+from .data import DATA_DIR, GROUPS, load_prompts
+from .models import chat_ids
+from .pairs import load_pair
+from .theory import estimate_alpha, estimate_cost_ratio, predicted_speedup
+
+
+@dataclass
+class Row:
+    """One method on one prompt: median time over repeats and what the run did."""
+
+    method: str
+    prompt_id: str
+    group: str
+    new_tokens: int
+    seconds: float  # median
+    spread: float  # max - min over repeats
+    target_forwards: int = 0
+    drafted: int = 0
+    accepted: int = 0
+    alpha_hat: float = float("nan")
+    c_hat: float = float("nan")
+    gamma: int = 0
+    identical: bool | None = None  # to our autoregressive output (greedy only)
+
+
+def timed(function, repeats: int, device):
+    """Run `function` repeats times; return (last result, median seconds, spread)."""
+    seconds = []
+    for _ in range(repeats):
+        if device.type == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            result = function()
+            end.record()
+            torch.cuda.synchronize()
+            seconds.append(start.elapsed_time(end) / 1e3)
+        else:
+            start = time.perf_counter()
+            result = function()
+            seconds.append(time.perf_counter() - start)
+    return result, statistics.median(seconds), max(seconds) - min(seconds)
+
+
+def hf_generate(target, ids, *, max_new_tokens, temperature, generator, **extra):
+    """transformers' generate with our stopping rule; returns the new tokens."""
+    sampling = {"do_sample": True, "temperature": temperature, "top_k": None, "top_p": None} \
+        if temperature > 0 else {"do_sample": False}
+    if temperature > 0:
+        # transformers samples from the global RNG: seed it from our generator, reproducibly.
+        torch.manual_seed(int(torch.randint(2**31, (1,), generator=generator,
+                                            device=generator.device)))
+    out = target.generate(ids, max_new_tokens=max_new_tokens, attention_mask=torch.ones_like(ids),
+                          **sampling, **extra)
+    return out[0, ids.shape[1]:].tolist()
+
+
+def assistant_with(draft, **settings):
+    """The draft with a fresh generation config, so HF's adaptive state starts anew each run."""
+    draft.generation_config = copy.deepcopy(draft._bench_generation_config)
+    for key, value in settings.items():
+        setattr(draft.generation_config, key, value)
+    return draft
+
+
+def methods(args, target, draft):
+    """name -> (gamma, function(ids, generator) returning our result or HF's token list)."""
+    common = {"max_new_tokens": args.max_new_tokens}
+    sampled = {"temperature": args.temperature}
+    table = {"ours autoregressive": (0, lambda ids, g: autoregressive(
+        target, ids, **common, **sampled, generator=g))}
+    for gamma in args.gammas:
+        table[f"ours speculative γ={gamma}"] = (gamma, lambda ids, g, gamma=gamma: speculative(
+            target, draft, ids, gamma=gamma, **common, **sampled, generator=g))
+    table[f"ours prompt lookup k={args.num_pred}"] = (args.num_pred, lambda ids, g: prompt_lookup(
+        target, ids, num_pred=args.num_pred, ngram_max=args.ngram_max, **common, **sampled,
+        generator=g))
+    if args.temperature == 0:
+        table[f"ours jacobi block={args.block}"] = (0, lambda ids, g: jacobi(
+            target, ids, block=args.block, **common))
+    table["HF generate"] = (0, lambda ids, g: hf_generate(target, ids, **common, **sampled,
+                                                          generator=g))
+    for gamma in args.gammas:
+        table[f"HF assisted γ={gamma}"] = (gamma, lambda ids, g, gamma=gamma: hf_generate(
+            target, ids, **common, **sampled, generator=g, assistant_model=assistant_with(
+                draft, num_assistant_tokens=gamma, num_assistant_tokens_schedule="constant",
+                assistant_confidence_threshold=0.0)))
+    table["HF assisted default"] = (0, lambda ids, g: hf_generate(
+        target, ids, **common, **sampled, generator=g, assistant_model=assistant_with(draft)))
+    table[f"HF prompt lookup k={args.num_pred}"] = (args.num_pred, lambda ids, g: hf_generate(
+        target, ids, **common, **sampled, generator=g, prompt_lookup_num_tokens=args.num_pred,
+        max_matching_ngram_size=args.ngram_max))
+    return table
+
+
+def run(args) -> dict:
+    target, draft, tokenizer = load_pair(device=args.device)
+    draft._bench_generation_config = copy.deepcopy(draft.generation_config)
+    device = target.device
+    prompts = [p for p in load_prompts("eval") if args.group in (None, p["group"])]
+    prompts = prompts[:args.prompts] if args.prompts else prompts
+    table = methods(args, target, draft)
+    rows, generator = [], torch.Generator(device=device).manual_seed(args.seed)
+    bar = tqdm(total=len(prompts) * len(table), desc="bench")
+    for prompt in prompts:
+        ids = chat_ids(tokenizer, prompt["prompt"], device=device)
+        reference = baseline = None
+        for name, (gamma, function) in table.items():
+            for _ in range(args.warmup):
+                function(ids, generator)
+            result, seconds, spread = timed(lambda: function(ids, generator), args.repeats, device)
+            row = Row(name, prompt["id"], prompt["group"], 0, seconds, spread, gamma=gamma)
+            if isinstance(result, list):  # a transformers peer: tokens only
+                tokens = result
+            else:
+                tokens, stats = result.tokens[0], result.stats
+                row.target_forwards, row.drafted, row.accepted = (
+                    stats.target_forwards, stats.drafted, stats.accepted)
+                if name == "ours autoregressive":
+                    baseline = result
+                if stats.draft_forwards:
+                    row.alpha_hat = estimate_alpha(result)
+                    row.c_hat = estimate_cost_ratio(result, baseline)
+            reference = reference if reference is not None else tokens
+            row.new_tokens = len(tokens)
+            row.identical = tokens == reference if args.temperature == 0 else None
+            rows.append(row)
+            bar.update()
+    bar.close()
+    return {"settings": {k: v for k, v in vars(args).items() if k != "out"},
+            "device": torch.cuda.get_device_name(device) if device.type == "cuda"
+            else f"CPU {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads",
+            "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
+                         "python": platform.python_version()},
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "dtype": str(target.dtype), "rows": [asdict(r) for r in rows]}
+
+
+def summarize(record: dict, group: str | None = None) -> list:
+    """Per method: totals over prompts (of one group), speedups against the baselines."""
+    rows = [r for r in record["rows"] if group in (None, r["group"])]
+    names = list(dict.fromkeys(r["method"] for r in rows))
+    total = {n: sum(r["seconds"] for r in rows if r["method"] == n) for n in names}
+    summary = []
+    for name in names:
+        mine = [r for r in rows if r["method"] == name]
+        tokens = sum(r["new_tokens"] for r in mine)
+        forwards = sum(r["target_forwards"] for r in mine)
+        drafted, accepted = sum(r["drafted"] for r in mine), sum(r["accepted"] for r in mine)
+        alphas = [r["alpha_hat"] for r in mine if r["alpha_hat"] == r["alpha_hat"]]
+        costs = [r["c_hat"] for r in mine if r["c_hat"] == r["c_hat"]]
+        line = {"method": name, "tokens_per_s": tokens / total[name],
+                "speedup_vs_ours_ar": total["ours autoregressive"] / total[name],
+                "speedup_vs_hf_greedy": total["HF generate"] / total[name],
+                "tokens_per_forward": tokens / forwards if forwards else float("nan"),
+                "acceptance": accepted / drafted if drafted else float("nan"),
+                "alpha_hat": statistics.mean(alphas) if alphas else float("nan"),
+                "c_hat": statistics.mean(costs) if costs else float("nan"),
+                "identical": all(r["identical"] for r in mine) if mine[0]["identical"] is not None
+                else None}
+        line["predicted"] = predicted_speedup(line["alpha_hat"], mine[0]["gamma"], line["c_hat"]) \
+            if alphas and costs else float("nan")
+        line["measured_over_predicted"] = line["speedup_vs_ours_ar"] / line["predicted"]
+        summary.append(line)
+    return summary
+
+
+def format_summary(summary: list) -> str:
+    header = (f"{'method':<26}{'tok/s':>7}{'×ours AR':>9}{'×HF gen':>8}{'tok/fwd':>8}"
+              f"{'accept':>7}{'α̂':>6}{'ĉ':>7}{'pred':>6}{'meas/pred':>10}  same as AR")
+    lines = [header, "-" * len(header)]
+    for s in summary:
+        def num(value, width, digits):
+            return f"{'-':>{width}}" if value != value else f"{value:>{width}.{digits}f}"
+        same = {True: "yes", False: "NO", None: "(sampled)"}[s["identical"]]
+        lines.append(f"{s['method']:<26}{num(s['tokens_per_s'], 7, 1)}"
+                     f"{num(s['speedup_vs_ours_ar'], 9, 2)}{num(s['speedup_vs_hf_greedy'], 8, 2)}"
+                     f"{num(s['tokens_per_forward'], 8, 2)}{num(s['acceptance'], 7, 2)}"
+                     f"{num(s['alpha_hat'], 6, 2)}{num(s['c_hat'], 7, 3)}{num(s['predicted'], 6, 2)}"
+                     f"{num(s['measured_over_predicted'], 10, 2)}  {same}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument("--gammas", type=int, nargs="+", default=[2, 4, 6])
+    parser.add_argument("--num-pred", type=int, default=10)
+    parser.add_argument("--ngram-max", type=int, default=3)
+    parser.add_argument("--block", type=int, default=8)
+    parser.add_argument("--temperature", type=float, default=0.0)
+    parser.add_argument("--group", choices=GROUPS, default=None)
+    parser.add_argument("--prompts", type=int, default=0, help="first N prompts (0: all)")
+    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", default=None, help="default: cuda when available")
+    parser.add_argument("--out", type=Path, default=DATA_DIR / "results" / "bench.json")
+    args = parser.parse_args(argv)
+
+    record = run(args)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    record["summary"] = {g or "all": summarize(record, g) for g in (None, *GROUPS)}
+    args.out.write_text(json.dumps(record, indent=1) + "\n")
+    print(f"{record['device']}, {record['dtype']}, torch {record['versions']['torch']}, "
+          f"transformers {record['versions']['transformers']}; {args.max_new_tokens} new tokens, "
+          f"T = {args.temperature}, median of {args.repeats}")
+    for group, summary in record["summary"].items():
+        print(f"\n[{group} prompts]\n{format_summary(summary)}")
+    print(f"\nresults: {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,64 @@
+"""Target/draft pairs: the embedded offline pair, and named pairs from the Hugging Face Hub.
+
+Speculative decoding compares the two models' probabilities token by token, so a pair must
+share one tokenizer. Vocabularies may differ only by padding rows (embedding rows beyond the
+tokenizer's size, added for matmul efficiency); those rows are cut so both score the same ids.
+"""
+
+import torch
+from transformers import AutoModelForCausalLM
+
+from .data import DATA_DIR
+from .models import default_device, default_dtype, load_model
+
+EMBEDDED_DRAFT = DATA_DIR / "draft"
+PAIRS = {  # name: (target, draft); these need internet on first use
+    "smollm2-1.7b": ("HuggingFaceTB/SmolLM2-1.7B-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct"),
+    "smollm2-360m": ("HuggingFaceTB/SmolLM2-360M-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct"),
+    "qwen2.5-1.5b": ("Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"),
+    "llama-160m": ("JackFram/llama-160m", "JackFram/llama-68m"),
+}
+
+
+def output_rows(model) -> int:
+    return model.get_output_embeddings().weight.shape[0]
+
+
+def match_vocabularies(target, draft, target_tokenizer, draft_tokenizer) -> None:
+    """Refuse pairs with different tokenizers; cut padding rows so both score the same ids."""
+    if target_tokenizer.get_vocab() != draft_tokenizer.get_vocab():
+        raise ValueError("the target's and the draft's tokenizers differ; speculative decoding "
+                         "needs one shared vocabulary")
+    size = len(target_tokenizer)
+    rows = {"target": output_rows(target), "draft": output_rows(draft)}
+    for name, count in rows.items():
+        if count < size:
+            raise ValueError(f"the {name} scores {count} ids but its tokenizer has {size}")
+    if rows["target"] != rows["draft"]:
+        for model in (target, draft):  # rows past the tokenizer are padding: no text maps there
+            model.resize_token_embeddings(size)
+
+
+def load_embedded_draft(device=None, dtype=None):
+    """The distilled draft shipped in data/draft (see data/README.md)."""
+    if not (EMBEDDED_DRAFT / "config.json").exists():
+        raise ValueError(f"no embedded draft in {EMBEDDED_DRAFT}; rebuild it with "
+                         f"`python -m specnb.train_draft` (data/README.md)")
+    device = torch.device(device) if device is not None else default_device()
+    draft = AutoModelForCausalLM.from_pretrained(EMBEDDED_DRAFT, dtype=dtype or default_dtype(device))
+    return draft.to(device).eval()
+
+
+def load_pair(name=None, *, device=None, dtype=None):
+    """Return `(target, draft, tokenizer)`; no name: the embedded offline pair."""
+    if name is None:
+        target, tokenizer = load_model(device=device, dtype=dtype)
+        return target, load_embedded_draft(target.device, target.dtype), tokenizer
+    if name not in PAIRS:
+        raise ValueError(f"unknown pair {name!r}; choose one of {sorted(PAIRS)} or None "
+                         f"for the embedded offline pair")
+    target_id, draft_id = PAIRS[name]
+    target, target_tokenizer = load_model(target_id, device=device, dtype=dtype)
+    draft, draft_tokenizer = load_model(draft_id, device=target.device, dtype=target.dtype)
+    match_vocabularies(target, draft, target_tokenizer, draft_tokenizer)
+    return target, draft, target_tokenizer

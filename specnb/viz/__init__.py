@@ -1,0 +1,6 @@
+"""Plots, token traces and widget callbacks for the notebooks: pure, unit-tested functions.
+
+One module per topic; a notebook imports what it shows, e.g. `from specnb.viz import trace`.
+Functions return matplotlib figures or plain data and print nothing, so a notebook's checked
+cell and its widget cell call the same code.
+"""

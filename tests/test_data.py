@@ -1,0 +1,45 @@
+"""The shipped prompts: well-formed, the eval split held out from training, rebuildable."""
+
+import subprocess
+import sys
+
+import pytest
+
+from specnb.data import DATA_DIR, GROUPS, load_prompts
+
+TASKS = {"chat", "qa", "code-edit", "summary", "rewrite", "extract"}
+
+
+@pytest.mark.parametrize("split", ["eval", "train"])
+def test_prompts_are_well_formed(split):
+    prompts = load_prompts(split)
+    assert prompts and all(p["group"] in GROUPS and p["task"] in TASKS and p["prompt"].strip()
+                           for p in prompts)
+    assert len({p["id"] for p in prompts}) == len(prompts)
+    assert {p["group"] for p in prompts} == set(GROUPS)
+
+
+def test_eval_is_held_out_from_training():
+    def windows(text, size=12):
+        words = text.split()
+        return {" ".join(words[i:i + size]) for i in range(max(1, len(words) - size + 1))}
+
+    train_windows = set().union(*(windows(p["prompt"]) for p in load_prompts("train")))
+    for prompt in load_prompts("eval"):
+        assert not windows(prompt["prompt"]) & train_windows, prompt["id"]
+    assert not {p["id"] for p in load_prompts("eval")} & {p["id"] for p in load_prompts("train")}
+
+
+def test_train_prompts_rebuild_exactly(tmp_path):
+    out = tmp_path / "train.jsonl"
+    subprocess.run([sys.executable, str(DATA_DIR / "prompts" / "make_train_prompts.py"), str(out)],
+                   check=True, capture_output=True)
+    assert out.read_bytes() == (DATA_DIR / "prompts" / "train.jsonl").read_bytes()
+
+
+def test_group_filter_and_errors():
+    assert all(p["group"] == "input-grounded" for p in load_prompts("eval", "input-grounded"))
+    with pytest.raises(ValueError, match="group"):
+        load_prompts("eval", "closed")
+    with pytest.raises(ValueError, match="split"):
+        load_prompts("nope")

@@ -1,0 +1,72 @@
+"""Model pairs: the embedded offline pair, the registry, and vocabulary matching."""
+
+import pytest
+import torch
+
+import specnb
+from conftest import tiny_llama
+from specnb.pairs import EMBEDDED_DRAFT, PAIRS, load_pair, match_vocabularies, output_rows
+
+
+class StubTokenizer:
+    def __init__(self, vocab):
+        self.vocab = vocab
+
+    def get_vocab(self):
+        return self.vocab
+
+    def __len__(self):
+        return len(self.vocab)
+
+
+VOCAB = {f"t{i}": i for i in range(90)}
+
+
+def test_padding_rows_are_cut_to_the_tokenizer():
+    target, draft = tiny_llama(1, vocab=96), tiny_llama(2, vocab=128)
+    match_vocabularies(target, draft, StubTokenizer(VOCAB), StubTokenizer(dict(VOCAB)))
+    assert output_rows(target) == output_rows(draft) == 90
+    ids = torch.tensor([[1, 2, 3]])
+    result = specnb.speculative(target, draft, ids, gamma=3, max_new_tokens=5)
+    assert len(result.tokens[0]) == 5
+
+
+def test_same_rows_are_left_alone():
+    target, draft = tiny_llama(1), tiny_llama(2)
+    match_vocabularies(target, draft, StubTokenizer(VOCAB), StubTokenizer(VOCAB))
+    assert output_rows(target) == output_rows(draft) == 96
+
+
+def test_different_tokenizers_are_refused():
+    other = {**VOCAB, "t5": 6, "t6": 5}
+    with pytest.raises(ValueError, match="tokenizers differ"):
+        match_vocabularies(tiny_llama(1), tiny_llama(2), StubTokenizer(VOCAB), StubTokenizer(other))
+
+
+def test_too_few_rows_are_refused():
+    big = {f"t{i}": i for i in range(100)}
+    with pytest.raises(ValueError, match="scores 96 ids"):
+        match_vocabularies(tiny_llama(1), tiny_llama(2), StubTokenizer(big), StubTokenizer(big))
+
+
+def test_registry_and_unknown_names():
+    assert set(PAIRS) == {"smollm2-1.7b", "smollm2-360m", "qwen2.5-1.5b", "llama-160m"}
+    with pytest.raises(ValueError, match="unknown pair"):
+        load_pair("gpt-5/gpt-4")
+
+
+def test_named_pair_offline_points_to_the_default(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ValueError, match="no argument"):
+        load_pair("llama-160m")
+
+
+def test_embedded_pair_loads_offline(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    target, draft, tokenizer = load_pair(device="cpu")
+    assert output_rows(draft) == output_rows(target) == len(tokenizer)
+    assert draft.dtype == target.dtype == torch.float32
+    size = sum(f.stat().st_size for f in EMBEDDED_DRAFT.iterdir())
+    assert size <= 20 * 2**20, f"the shipped draft must stay within 20 MB, is {size / 2**20:.1f}"
+    draft_params = sum(p.numel() for p in draft.parameters())
+    assert draft_params < 0.1 * sum(p.numel() for p in target.parameters())
