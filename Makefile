@@ -6,6 +6,9 @@ PY := $(VENV)/bin/python
 # The CPU build of torch; on a GPU machine pass e.g. TORCH_SPEC=torch to get a CUDA build.
 TORCH_SPEC ?= torch==2.13.0
 READY := $(VENV)/.specnb-ready
+# The oldest transformers we declare (pyproject: >=5.0); the cache and loop tests run on it too.
+OLDEST_TRANSFORMERS := 5.0.0
+OLDEST := $(VENV)/transformers-$(OLDEST_TRANSFORMERS)
 
 .PHONY: run test lab setup clean
 
@@ -22,8 +25,13 @@ $(READY): pyproject.toml constraints.txt
 run: $(READY)
 	$(PY) -m specnb
 
-test: $(READY)
+test: $(READY) $(OLDEST)
 	$(PY) -m pytest
+	PYTHONPATH=$(OLDEST) $(PY) -m pytest -q -o addopts="" -p no:cacheprovider \
+		tests/test_kv.py tests/test_methods_greedy.py
+
+$(OLDEST): $(READY)
+	$(PY) -m pip install --quiet --target $(OLDEST) transformers==$(OLDEST_TRANSFORMERS)
 
 lab: $(READY)
 	$(VENV)/bin/jupyter lab notebooks/

@@ -18,7 +18,7 @@ import json
 import platform
 import statistics
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -30,6 +30,7 @@ from .data import DATA_DIR, GROUPS, load_prompts
 from .models import chat_ids
 from .pairs import load_pair
 from .theory import estimate_alpha, estimate_cost_ratio, predicted_speedup
+from .viz.speedups import plot_speedups
 
 
 @dataclass
@@ -166,6 +167,8 @@ def run(args) -> dict:
 def summarize(record: dict, group: str | None = None) -> list:
     """Per method: totals over prompts (of one group), speedups against the baselines."""
     rows = [r for r in record["rows"] if group in (None, r["group"])]
+    if not rows:
+        return []
     names = list(dict.fromkeys(r["method"] for r in rows))
     total = {n: sum(r["seconds"] for r in rows if r["method"] == n) for n in names}
     summary = []
@@ -227,14 +230,16 @@ def main(argv=None) -> None:
 
     record = run(args)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    record["summary"] = {g or "all": summarize(record, g) for g in (None, *GROUPS)}
+    summaries = {g or "all": summarize(record, g) for g in (None, *GROUPS)}
+    record["summary"] = {group: summary for group, summary in summaries.items() if summary}
     args.out.write_text(json.dumps(record, indent=1) + "\n")
+    plot_speedups(record).savefig(args.out.with_suffix(".png"), dpi=110)
     print(f"{record['device']}, {record['dtype']}, torch {record['versions']['torch']}, "
           f"transformers {record['versions']['transformers']}; {args.max_new_tokens} new tokens, "
           f"T = {args.temperature}, median of {args.repeats}")
     for group, summary in record["summary"].items():
         print(f"\n[{group} prompts]\n{format_summary(summary)}")
-    print(f"\nresults: {args.out}")
+    print(f"\nresults: {args.out} and {args.out.with_suffix('.png')}")
 
 
 if __name__ == "__main__":

@@ -60,12 +60,9 @@ def init_draft(target, config: LlamaConfig, generator: torch.Generator) -> Llama
 
 
 @torch.no_grad()
-def generate_examples(target, prompt_ids: list, *, pad_id: int, eos_id: int, max_new_tokens: int,
-                      top_k: int, batch_size: int, temperature: float = 0.0) -> list:
-    """Answers of the target to `[L]` prompts (greedy, or sampled at `temperature`), with its
-    top-k log-probs (at temperature 1) at every answer position."""
-    sampling = {"do_sample": True, "temperature": temperature, "top_k": None, "top_p": None} \
-        if temperature > 0 else {"do_sample": False}
+def generate_answers(target, prompt_ids: list, *, pad_id: int, eos_id: int, max_new_tokens: int,
+                     batch_size: int) -> list:
+    """The target's greedy answers to `[L]` prompts: [{"ids": prompt + answer, "answer_start"}]."""
     examples = []
     for start in tqdm(range(0, len(prompt_ids), batch_size), desc="target answers"):
         batch = prompt_ids[start:start + batch_size]
@@ -73,37 +70,59 @@ def generate_examples(target, prompt_ids: list, *, pad_id: int, eos_id: int, max
         input_ids = torch.stack([F.pad(ids, (width - len(ids), 0), value=pad_id) for ids in batch])
         mask = torch.stack([F.pad(torch.ones_like(ids), (width - len(ids), 0)) for ids in batch])
         out = target.generate(input_ids.to(target.device), attention_mask=mask.to(target.device),
-                              max_new_tokens=max_new_tokens, **sampling, output_logits=True,
-                              return_dict_in_generate=True, pad_token_id=pad_id,
+                              max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=pad_id,
                               eos_token_id=eos_id)
-        logprobs = torch.stack(out.logits, dim=1).float().log_softmax(-1)  # [b, T, V]
-        top_logp, top_ids = logprobs.topk(top_k, dim=-1)
         for row, ids in enumerate(batch):
-            answer = out.sequences[row, width:].tolist()
+            answer = out[row, width:].tolist()
             if eos_id in answer:
                 answer = answer[:answer.index(eos_id) + 1]
-            n = len(answer)
-            examples.append({"ids": ids.tolist() + answer, "answer_start": len(ids),
-                             "top_ids": top_ids[row, :n].cpu().int(),
-                             "top_logp": top_logp[row, :n].cpu().half()})
+            examples.append({"ids": ids.tolist() + answer, "answer_start": len(ids)})
     return examples
 
 
-def distillation_loss(draft, batch, kd_weight: float) -> torch.Tensor:
-    """CE on the target's argmax token + CE against its renormalized top-k distribution."""
+@torch.no_grad()
+def label_with_target(target, examples: list, *, top_k: int, batch_size: int) -> list:
+    """Add the target's top-k log-probs for every next token (positions 1..n-1) of each example.
+
+    One teacher forward per batch labels prompt and answer tokens alike, which is far cheaper
+    than generating: the prompt positions are extra training signal almost for free.
+    """
+    labelled = []
+    for start in tqdm(range(0, len(examples), batch_size), desc="target labels"):
+        batch = examples[start:start + batch_size]
+        width = max(len(e["ids"]) for e in batch)
+        input_ids = torch.zeros(len(batch), width, dtype=torch.long)
+        mask = torch.zeros(len(batch), width, dtype=torch.long)
+        for row, e in enumerate(batch):
+            input_ids[row, :len(e["ids"])], mask[row, :len(e["ids"])] = torch.tensor(e["ids"]), 1
+        logits = target(input_ids.to(target.device), attention_mask=mask.to(target.device)).logits
+        top_logp, top_ids = logits.float().log_softmax(-1).topk(top_k, dim=-1)  # [b, T, k]
+        for row, e in enumerate(batch):
+            n = len(e["ids"])
+            labelled.append({**e, "top_ids": top_ids[row, :n - 1].cpu().int(),
+                             "top_logp": top_logp[row, :n - 1].cpu().half()})
+    return labelled
+
+
+def distillation_loss(draft, batch, kd_weight: float, prompt_weight: float) -> torch.Tensor:
+    """CE on the target's argmax token + CE against its renormalized top-k distribution,
+    per next-token position; prompt positions count `prompt_weight`, answer positions 1."""
     hidden = draft.model(input_ids=batch["input_ids"], attention_mask=batch["mask"])
-    # Position t predicts token t+1: score only positions whose next token is an answer token
-    # (the LM head over 49k tokens is most of the cost, so skip the prompt positions).
-    targets = batch["answer_mask"][:, 1:]
-    logp = draft.lm_head(hidden.last_hidden_state[:, :-1][targets]).float().log_softmax(-1)
-    # The argmax is what greedy decoding emits; in sampled answers it differs from the text.
-    hard = F.nll_loss(logp, batch["top_ids"][:, 0].long())  # logp: [N answer tokens, V]
-    teacher = batch["top_logp"].float().softmax(-1)  # [N, k], renormalized over the top-k
-    soft = -(teacher * logp.gather(-1, batch["top_ids"].long())).sum(-1).mean()
-    return hard + kd_weight * soft
+    predicts = batch["mask"][:, 1:].bool()  # position t predicts token t+1: [b, T-1]
+    answers = batch["answer_mask"][:, 1:][predicts]  # [N] over all labelled positions
+    # The LM head over 49k tokens dominates the cost: score only positions that carry weight.
+    scored = answers if prompt_weight == 0 else torch.ones_like(answers)
+    logp = draft.lm_head(hidden.last_hidden_state[:, :-1][predicts][scored]).float().log_softmax(-1)
+    top_ids, top_logp = batch["top_ids"][scored].long(), batch["top_logp"][scored].float()
+    hard = -logp.gather(-1, top_ids[:, :1]).squeeze(-1)  # [N]: the target's argmax
+    teacher = top_logp.softmax(-1)  # [N, k], renormalized over the top-k
+    soft = -(teacher * logp.gather(-1, top_ids)).sum(-1)  # [N]
+    weights = torch.where(answers[scored], 1.0, prompt_weight)
+    return ((hard + kd_weight * soft) * weights).sum() / weights.sum()
 
 
 def collate(examples, pad_id: int, device) -> dict:
+    """Right-pad a batch; stack the target's labels in the order of the next-token positions."""
     width = max(len(e["ids"]) for e in examples)
     input_ids = torch.full((len(examples), width), pad_id, dtype=torch.long)
     mask = torch.zeros(len(examples), width, dtype=torch.long)
@@ -119,7 +138,7 @@ def collate(examples, pad_id: int, device) -> dict:
 
 
 def train(draft, examples, *, epochs: int, batch_size: int, lr: float, kd_weight: float,
-          pad_id: int, generator: torch.Generator) -> list:
+          prompt_weight: float, pad_id: int, generator: torch.Generator) -> list:
     """AdamW with warm-up and cosine decay; returns the loss of every step."""
     device = next(draft.parameters()).device
     steps = epochs * math.ceil(len(examples) / batch_size)
@@ -135,7 +154,7 @@ def train(draft, examples, *, epochs: int, batch_size: int, lr: float, kd_weight
             for start in range(0, len(order), batch_size):
                 batch = collate([examples[i] for i in order[start:start + batch_size]], pad_id,
                                 device)
-                loss = distillation_loss(draft, batch, kd_weight)
+                loss = distillation_loss(draft, batch, kd_weight, prompt_weight)
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(draft.parameters(), 1.0)
@@ -160,9 +179,8 @@ def main(argv=None) -> None:
     parser.add_argument("--max-new-tokens", type=int, default=192)
     parser.add_argument("--top-k", type=int, default=32)
     parser.add_argument("--limit", type=int, default=None, help="use only the first N prompts")
-    parser.add_argument("--sampled-passes", type=int, default=2,
-                        help="extra answers per prompt, sampled at --sample-temperature")
-    parser.add_argument("--sample-temperature", type=float, default=0.8)
+    parser.add_argument("--prompt-weight", type=float, default=0.0,
+                        help="loss weight of prompt positions (answer positions weigh 1)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--generate-only", action="store_true",
                         help="only generate (and cache) the target's answers")
@@ -173,31 +191,31 @@ def main(argv=None) -> None:
     torch.manual_seed(args.seed)  # dropout-free model; this only pins library-internal draws
     target, tokenizer = load_model()
     prompts = load_prompts("train")[:args.limit]
-    prompt_ids = [chat_ids(tokenizer, p["prompt"])[0] for p in prompts]
-    examples = []
-    for answer_pass in range(1 + args.sampled_passes):  # pass 0 greedy, then sampled
-        temperature = 0.0 if answer_pass == 0 else args.sample_temperature
-        data_path = cache_dir() / (f"distill-{len(prompts)}-{args.max_new_tokens}-{args.top_k}"
-                                   f"{'' if answer_pass == 0 else f'-T{temperature}-s{answer_pass}'}.pt")
-        if not data_path.exists():
-            torch.manual_seed(args.seed + answer_pass)  # transformers samples from the global RNG
-            torch.save(generate_examples(target, prompt_ids, pad_id=tokenizer.pad_token_id,
-                                         eos_id=tokenizer.eos_token_id, top_k=args.top_k,
-                                         max_new_tokens=args.max_new_tokens, batch_size=16,
-                                         temperature=temperature), data_path)
-        examples += torch.load(data_path)
+    answers_path = cache_dir() / f"answers-{len(prompts)}-{args.max_new_tokens}.pt"
+    if not answers_path.exists():
+        prompt_ids = [chat_ids(tokenizer, p["prompt"])[0] for p in prompts]
+        torch.save(generate_answers(target, prompt_ids, pad_id=tokenizer.pad_token_id,
+                                    eos_id=tokenizer.eos_token_id, batch_size=16,
+                                    max_new_tokens=args.max_new_tokens), answers_path)
     if args.generate_only:
-        print(f"{len(examples)} answers cached in {cache_dir()}")
+        print(f"{len(prompts)} answers cached in {answers_path}")
         return
+    labels_path = answers_path.with_name(f"{answers_path.stem}-top{args.top_k}.pt")
+    if not labels_path.exists():
+        torch.save(label_with_target(target, torch.load(answers_path), top_k=args.top_k,
+                                     batch_size=4), labels_path)
+    examples = torch.load(labels_path)
     config = draft_config(target.config, hidden=args.hidden, layers=args.layers, heads=args.heads)
     draft = init_draft(target, config, generator).to(target.device)
     losses = train(draft, examples, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
-                   kd_weight=args.kd_weight, pad_id=tokenizer.pad_token_id, generator=generator)
+                   kd_weight=args.kd_weight, prompt_weight=args.prompt_weight,
+                   pad_id=tokenizer.pad_token_id, generator=generator)
     draft.eval().to(torch.bfloat16).save_pretrained(args.out)
     record = {
         "command": "python -m specnb.train_draft " + " ".join(sys.argv[1:] if argv is None else argv),
         "seed": args.seed, "prompts": len(prompts),
         "answer_tokens": sum(len(e["ids"]) - e["answer_start"] for e in examples),
+        "labelled_tokens": sum(len(e["ids"]) - 1 for e in examples),
         "parameters": sum(p.numel() for p in draft.parameters()),
         "first_loss": losses[0], "last_loss": sum(losses[-20:]) / len(losses[-20:]),
         "seconds": round(time.perf_counter() - started, 1),

@@ -9,6 +9,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 import specnb.models
+import specnb.pairs
 
 VOCAB = 96
 
@@ -65,3 +66,9 @@ def embedded():
     """The embedded SmolLM2-135M-Instruct and its tokenizer (prepared by `make`)."""
     return specnb.models.load_model(device="cpu")
 
+
+
+@pytest.fixture(scope="session")
+def embedded_draft():
+    """The distilled draft shipped in data/draft, as float32 on the CPU."""
+    return specnb.pairs.load_embedded_draft(device="cpu", dtype=torch.float32)

@@ -47,13 +47,16 @@ def test_first_answer_is_sensible(embedded):
     assert "Paris" in answer
 
 
-@pytest.mark.parametrize("method", ["speculative", "prompt_lookup", "jacobi"])
-def test_greedy_equals_hf_generate(embedded, cases, method):
+@pytest.mark.parametrize("method", ["speculative", "early_exit", "prompt_lookup", "jacobi"])
+def test_greedy_equals_hf_generate(embedded, embedded_draft, cases, method):
+    """On held-out prompts (eval split): the shipped draft, and the early-exit stand-in."""
     model, _ = embedded
-    draft = early_exit_draft(model, 8)
     for ids, expected in cases:
         if method == "speculative":
-            result = specnb.speculative(model, draft, ids, gamma=4, max_new_tokens=MAX_NEW)
+            result = specnb.speculative(model, embedded_draft, ids, gamma=4, max_new_tokens=MAX_NEW)
+        elif method == "early_exit":
+            result = specnb.speculative(model, early_exit_draft(model, 8), ids, gamma=2,
+                                        max_new_tokens=MAX_NEW)
         elif method == "prompt_lookup":
             result = specnb.prompt_lookup(model, ids, num_pred=8, max_new_tokens=MAX_NEW)
         else:

@@ -179,7 +179,7 @@ def test_acceptance_overlap_is_sum_of_min():
 # ----------------------------------------------------------------------------------------------
 
 def _valid_inputs():
-    batch, gamma, vocab = 2, 3, 4
+    batch, gamma = 2, 3
     target = torch.tensor([0.1, 0.2, 0.3, 0.4]).repeat(batch, gamma, 1)
     draft = torch.tensor([0.25, 0.25, 0.25, 0.25]).repeat(batch, gamma, 1)
     ids = torch.tensor([[0, 1, 2], [3, 2, 1]])

@@ -4,7 +4,7 @@ import time
 
 from ..core import CachedLM, check_temperature, draw, logits_to_probs
 from .common import EmittedToken, GenerationResult, Iteration, Output, Stats, eos_token_ids, \
-    prompt_tokens
+    finish_stats, prompt_tokens
 
 
 def autoregressive(target, input_ids, *, max_new_tokens, temperature=0.0, generator=None,
@@ -22,7 +22,6 @@ def autoregressive(target, input_ids, *, max_new_tokens, temperature=0.0, genera
         out.extend([int(token)])
         trace.append(Iteration(emitted=[EmittedToken(out.new_tokens[-1], "target")],
                                target_s=target_lm.log.seconds[-1]))
-    stats = Stats(new_tokens=len(out.new_tokens), iterations=len(trace),
-                  target_forwards=target_lm.num_forwards, wall_s=time.perf_counter() - start,
-                  target_s=target_lm.forward_seconds)
+    stats = Stats()
+    finish_stats(stats, start, out, trace, target_lm)
     return GenerationResult("autoregressive", [out.new_tokens], stats, trace)

@@ -5,6 +5,7 @@ A result holds `.tokens` (one list of new ids per row), `.stats` (counters and w
 probability, and what was emitted and why). Nothing here runs a model.
 """
 
+import time
 from dataclasses import asdict, dataclass, field
 
 import torch
@@ -158,3 +159,13 @@ class Output:
         if kept and kept[-1] in self.eos_ids:
             self.finished = True
         return kept
+
+
+def finish_stats(stats: Stats, start: float, out: Output, trace: list, target_lm,
+                 draft_lm=None) -> None:
+    """Fill the totals every method reports once its loop has ended."""
+    stats.wall_s = time.perf_counter() - start
+    stats.new_tokens, stats.iterations = len(out.new_tokens), len(trace)
+    stats.target_forwards, stats.target_s = target_lm.num_forwards, target_lm.forward_seconds
+    if draft_lm is not None:
+        stats.draft_forwards, stats.draft_s = draft_lm.num_forwards, draft_lm.forward_seconds

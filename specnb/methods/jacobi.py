@@ -10,7 +10,7 @@ import time
 
 from ..core import CachedLM, jacobi_step
 from .common import EmittedToken, GenerationResult, Iteration, Output, Stats, \
-    check_positive_int, eos_token_ids, prompt_tokens
+    check_positive_int, eos_token_ids, finish_stats, prompt_tokens
 
 
 def jacobi(target, input_ids, *, block, max_new_tokens, eos_token_id=None) -> GenerationResult:
@@ -37,7 +37,5 @@ def jacobi(target, input_ids, *, block, max_new_tokens, eos_token_id=None) -> Ge
         # Unconverged refreshed guesses are the next start; pad by repeating the last one.
         rest = step.guesses[step.num_converged:]
         guesses = rest + [step.guesses[-1]] * (block - len(rest))
-    stats.wall_s = time.perf_counter() - start
-    stats.new_tokens, stats.iterations = len(out.new_tokens), len(trace)
-    stats.target_forwards, stats.target_s = target_lm.num_forwards, target_lm.forward_seconds
+    finish_stats(stats, start, out, trace, target_lm)
     return GenerationResult("jacobi", [out.new_tokens], stats, trace)

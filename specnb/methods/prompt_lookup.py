@@ -10,10 +10,16 @@ import time
 
 import torch
 
-from ..core import CachedLM, check_temperature, logits_to_probs, ngram_lookup
+from ..core import CachedLM, check_temperature, ngram_lookup
 from .common import GenerationResult, Iteration, Output, Stats, check_positive_int, \
-    eos_token_ids, prompt_tokens
-from .speculative import verify_and_record
+    eos_token_ids, finish_stats, prompt_tokens
+from .speculative import score_and_verify
+
+
+def one_hot_rows(draft_ids, target_probs) -> torch.Tensor:
+    """q for a copied draft: `[1, g, V]` one-hot rows, on the target's device and dtype."""
+    index = torch.tensor(draft_ids, dtype=torch.long, device=target_probs.device).view(1, -1, 1)
+    return torch.zeros_like(target_probs[:, :len(draft_ids)]).scatter_(-1, index, 1.0)
 
 
 def prompt_lookup(target, input_ids, *, num_pred, max_new_tokens, ngram_max=3, ngram_min=1,
@@ -41,23 +47,8 @@ def prompt_lookup(target, input_ids, *, num_pred, max_new_tokens, ngram_max=3, n
                           "source_start": found.source_start}
         iteration.draft_s = time.perf_counter() - lookup_start
 
-        logits = target_lm.logits(out.sequence + draft_ids, keep=len(draft_ids) + 1)
-        target_probs = logits_to_probs(logits, temperature)  # [1, g+1, V]
-        iteration.target_s = target_lm.log.seconds[-1]
-
-        verify_start = time.perf_counter()
-        draft_index = torch.tensor(draft_ids, dtype=torch.long, device=target_probs.device)
-        draft_probs = torch.zeros_like(target_probs[:, :len(draft_ids)]).scatter_(
-            -1, draft_index.view(1, -1, 1), 1.0)  # [1, g, V]: a copy is a one-hot draft
-        tokens, num_accepted = verify_and_record(target_probs, draft_probs, draft_ids,
-                                                 temperature, generator, iteration)
-        out.extend(tokens)
-        iteration.verify_s = time.perf_counter() - verify_start
-
-        stats.drafted += len(draft_ids)
-        stats.accepted += num_accepted
+        score_and_verify(target_lm, out, draft_ids, lambda target_probs: one_hot_rows(
+            draft_ids, target_probs), temperature, generator, iteration, stats)
         trace.append(iteration)
-    stats.wall_s = time.perf_counter() - start
-    stats.new_tokens, stats.iterations = len(out.new_tokens), len(trace)
-    stats.target_forwards, stats.target_s = target_lm.num_forwards, target_lm.forward_seconds
+    finish_stats(stats, start, out, trace, target_lm)
     return GenerationResult("prompt_lookup", [out.new_tokens], stats, trace)

@@ -13,7 +13,7 @@ import torch
 from ..core import CachedLM, acceptance_overlap, check_temperature, draw, logits_to_probs, \
     verify_detailed
 from .common import DraftedToken, EmittedToken, GenerationResult, Iteration, Output, Stats, \
-    check_positive_int, check_same_vocab, eos_token_ids, prompt_tokens
+    check_positive_int, check_same_vocab, eos_token_ids, finish_stats, prompt_tokens
 
 
 def verify_and_record(target_probs, draft_probs, draft_ids, temperature, generator, iteration):
@@ -46,6 +46,23 @@ def verify_and_record(target_probs, draft_probs, draft_ids, temperature, generat
     return tokens, num_accepted
 
 
+def score_and_verify(target_lm, out, draft_ids, draft_probs_of, temperature, generator, iteration,
+                     stats) -> None:
+    """The second half of every drafting iteration: one target forward over the drafts,
+    `verify`, then emit and count. `draft_probs_of(target_probs)` returns q as `[1, g, V]`."""
+    logits = target_lm.logits(out.sequence + draft_ids, keep=len(draft_ids) + 1)
+    target_probs = logits_to_probs(logits, temperature)  # [1, g+1, V]
+    iteration.target_s = target_lm.log.seconds[-1]
+
+    verify_start = time.perf_counter()
+    tokens, num_accepted = verify_and_record(target_probs, draft_probs_of(target_probs), draft_ids,
+                                             temperature, generator, iteration)
+    out.extend(tokens)
+    iteration.verify_s = time.perf_counter() - verify_start
+    stats.drafted += len(draft_ids)
+    stats.accepted += num_accepted
+
+
 def speculative(target, draft, input_ids, *, gamma, max_new_tokens, temperature=0.0,
                 generator=None, eos_token_id=None) -> GenerationResult:
     """Speculative decoding of `target` with `draft` proposing `gamma` tokens per iteration."""
@@ -69,23 +86,10 @@ def speculative(target, draft, input_ids, *, gamma, max_new_tokens, temperature=
                 break
         iteration.draft_s = time.perf_counter() - draft_start
 
-        logits = target_lm.logits(out.sequence + draft_ids, keep=len(draft_ids) + 1)
-        target_probs = logits_to_probs(logits, temperature)  # [1, g+1, V]
-        iteration.target_s = target_lm.log.seconds[-1]
-
-        verify_start = time.perf_counter()
-        draft_probs = torch.stack(draft_rows, dim=1) if draft_rows \
-            else target_probs[:, :0]  # [1, g, V]
-        tokens, num_accepted = verify_and_record(target_probs, draft_probs, draft_ids,
-                                                 temperature, generator, iteration)
-        out.extend(tokens)
-        iteration.verify_s = time.perf_counter() - verify_start
-
-        stats.drafted += len(draft_ids)
-        stats.accepted += num_accepted
+        # Drafted rows [1, V] each -> [1, g, V]; with no drafts, an empty slice of the right shape.
+        score_and_verify(target_lm, out, draft_ids, lambda target_probs: torch.stack(
+            draft_rows, dim=1) if draft_rows else target_probs[:, :0], temperature, generator,
+            iteration, stats)
         trace.append(iteration)
-    stats.wall_s = time.perf_counter() - start
-    stats.new_tokens, stats.iterations = len(out.new_tokens), len(trace)
-    stats.target_forwards, stats.draft_forwards = target_lm.num_forwards, draft_lm.num_forwards
-    stats.target_s, stats.draft_s = target_lm.forward_seconds, draft_lm.forward_seconds
+    finish_stats(stats, start, out, trace, target_lm, draft_lm)
     return GenerationResult("speculative", [out.new_tokens], stats, trace)

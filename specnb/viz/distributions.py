@@ -1,0 +1,189 @@
+"""Distributions for notebooks 03 and 04: a toy (p, q) pair, distances, χ², and their plots.
+
+`toy_pair(shape, temperature)` builds a target p and a draft q over an 8-token vocabulary and the
+quantities speculative sampling is made of: min(p, q), the normalized residual (p − q)+ and the
+acceptance probability Σ min(p, q). The rest measures how far samples are from a law (total
+variation, its sampling noise, a χ² test with small cells pooled) and plots it.
+
+Everything is pure: functions return data or a matplotlib Figure and print nothing. Nothing
+here samples or verifies tokens; that is `specnb.core.verify`'s job, and the notebooks call it.
+"""
+
+import math
+from dataclasses import dataclass
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+from scipy.stats import chisquare
+
+from ..core import logits_to_probs
+
+TOY_TOKENS = ("the", "a", "cat", "dog", "sat", "on", "mat", ".")
+TOY_TARGET_LOGITS = (2.0, 1.6, 1.2, 0.9, 0.4, 0.0, -0.6, -1.2)
+TOY_DRAFT_NOISE = (-1.1, 0.9, 0.2, -0.5, 1.4, -0.3, 0.7, -0.9)  # the direction `shape` moves q
+
+
+@dataclass
+class ToyPair:
+    target_probs: torch.Tensor  # [V] float32: p = softmax(target_logits / T)
+    draft_probs: torch.Tensor  # [V] float32: q = softmax((target_logits + shape * noise) / T)
+    overlap: torch.Tensor  # [V] min(p, q): the mass emitted by accepting a draft
+    residual: torch.Tensor  # [V] (p − q)+ / Σ (p − q)+, all zeros when p = q (no rejections)
+    acceptance: float  # Σ min(p, q) = 1 − TV(p, q): the chance that a draft is accepted
+
+
+def toy_logits(shape: float = 1.0) -> tuple:
+    """(target_logits, draft_logits), each `[V]` float32; shape 0 makes the two equal."""
+    shape = float(shape)
+    if not math.isfinite(shape):
+        raise ValueError(f"shape must be a finite number (0 makes q = p), got {shape}")
+    target_logits = torch.tensor(TOY_TARGET_LOGITS)
+    return target_logits, target_logits + shape * torch.tensor(TOY_DRAFT_NOISE)
+
+
+def toy_pair(shape: float = 1.0, temperature: float = 1.0) -> ToyPair:
+    """The toy p and q at one temperature (0 = greedy one-hots), with min, residual, Σ min."""
+    target_logits, draft_logits = toy_logits(shape)
+    p = logits_to_probs(target_logits, temperature)
+    q = logits_to_probs(draft_logits, temperature)
+    overlap = torch.minimum(p, q)
+    excess = (p - q).clamp_min(0.0)
+    mass = excess.sum()
+    residual = excess / mass if mass > 0 else torch.zeros_like(excess)
+    return ToyPair(p, q, overlap, residual, float(overlap.sum()))
+
+
+def _grouped_bars(ax, labels, laws: dict) -> None:
+    """One group of bars per label, one bar per law in `laws` (name -> `[K]` values)."""
+    width = 0.8 / len(laws)
+    positions = np.arange(len(labels))
+    for i, (name, law) in enumerate(laws.items()):
+        ax.bar(positions + (i - (len(laws) - 1) / 2) * width, np.asarray(law, dtype=float),
+               width, label=name)
+    ax.set_xticks(positions, labels)
+    ax.legend(fontsize="small")
+
+
+def plot_toy_pair(shape: float = 1.0, temperature: float = 1.0):
+    """Grouped bars of p, q, min(p, q) and the normalized residual; Σ min(p, q) in the title."""
+    pair = toy_pair(shape, temperature)
+    fig, ax = plt.subplots(figsize=(9, 3.8))
+    _grouped_bars(ax, TOY_TOKENS, {"target p": pair.target_probs, "draft q": pair.draft_probs,
+                                   "min(p, q)": pair.overlap,
+                                   "residual (p−q)+ / Σ(p−q)+": pair.residual})
+    ax.set(title=f"Toy pair (shape {shape:g}, temperature {temperature:g}): "
+                 f"acceptance Σ min(p, q) = {pair.acceptance:.3f}",
+           xlabel="token", ylabel="probability")
+    fig.tight_layout()
+    return fig
+
+
+def empirical_law(token_ids: torch.Tensor, vocab_size: int) -> np.ndarray:
+    """`[N]` ids -> `[V]` frequencies. Example: [0, 2, 2, 2] with V = 3 -> [0.25, 0, 0.75]."""
+    token_ids = torch.as_tensor(token_ids).flatten().long().cpu()
+    if token_ids.numel() == 0 or token_ids.min() < 0 or token_ids.max() >= vocab_size:
+        raise ValueError(f"token_ids must be a non-empty set of ids in [0, {vocab_size})")
+    return torch.bincount(token_ids, minlength=vocab_size).double().numpy() / token_ids.numel()
+
+
+def total_variation(law_a, law_b) -> float:
+    """½ Σ |a − b|. Example: [0.5, 0.5, 0] vs [0.25, 0.25, 0.5] -> 0.5."""
+    return 0.5 * float(np.abs(np.asarray(law_a, float) - np.asarray(law_b, float)).sum())
+
+
+def expected_sampling_tv(probs, num_samples: int) -> float:
+    """E TV(law of N exact samples, p) ≈ ½ Σ sqrt(2 p (1 − p) / (π N)) (normal approximation)."""
+    probs = np.asarray(probs, float)
+    return 0.5 * float(np.sqrt(2 * probs * (1 - probs) / (math.pi * num_samples)).sum())
+
+
+def tv_threshold(vocab_size: int, num_samples: int, failure_prob: float = 1e-3) -> float:
+    """A TV that N exact samples exceed with probability < failure_prob, for any p over V tokens.
+
+    E TV <= ½ sqrt(V / N) (Cauchy–Schwarz), and one sample moves TV by at most 1/N, so by
+    McDiarmid P(TV > E TV + t) <= exp(−2 N t²): t = sqrt(ln(1 / failure_prob) / (2 N)).
+    """
+    if not 0 < failure_prob < 1:
+        raise ValueError(f"failure_prob must be in (0, 1), got {failure_prob}")
+    return 0.5 * math.sqrt(vocab_size / num_samples) + \
+        math.sqrt(math.log(1 / failure_prob) / (2 * num_samples))
+
+
+def tv_versus_samples(token_ids: torch.Tensor, probs, sample_sizes) -> np.ndarray:
+    """TV(empirical law of the first N ids, p) for each N in `sample_sizes`."""
+    token_ids = torch.as_tensor(token_ids).flatten()
+    if max(sample_sizes) > token_ids.numel():
+        raise ValueError(f"sample_sizes go up to {max(sample_sizes)} but only "
+                         f"{token_ids.numel()} token_ids were given")
+    return np.array([total_variation(empirical_law(token_ids[:n], len(probs)), probs)
+                     for n in sample_sizes])
+
+
+def plot_tv_versus_samples(sample_sizes, tv_curves: dict, probs, title: str):
+    """Log–log TV against N per curve (name -> `[len(sample_sizes)]`), with the 1/√N trend."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for name, tvs in tv_curves.items():
+        ax.loglog(sample_sizes, tvs, marker="o", markersize=3, label=name)
+    trend = [expected_sampling_tv(probs, n) for n in sample_sizes]
+    ax.loglog(sample_sizes, trend, "k--", label="expected sampling noise ∝ 1/√N")
+    ax.set(title=title, xlabel="number of samples N", ylabel="total variation to p")
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
+def chi2_goodness_of_fit(counts, probs, min_expected: float = 5.0) -> tuple:
+    """(χ² statistic, p-value) of "counts are N draws from probs"; (inf, 0.0) if impossible.
+
+    Cells expecting fewer than `min_expected` counts are pooled (smallest first) so the χ²
+    approximation holds. Example: counts [50, 50], probs [0.5, 0.5] -> (0.0, 1.0).
+    """
+    counts, probs = np.asarray(counts, float), np.asarray(probs, float)
+    if counts.shape != probs.shape:
+        raise ValueError(f"counts {counts.shape} and probs {probs.shape} must have one shape")
+    expected = probs / probs.sum() * counts.sum()
+    if counts[expected == 0].sum() > 0:
+        return math.inf, 0.0
+    possible_counts, possible_expected = counts[expected > 0], expected[expected > 0]
+    observed, pooled = [], []
+    acc_obs = acc_exp = 0.0
+    for i in np.argsort(possible_expected, kind="stable"):
+        acc_obs += possible_counts[i]
+        acc_exp += possible_expected[i]
+        if acc_exp >= min_expected:
+            observed.append(acc_obs)
+            pooled.append(acc_exp)
+            acc_obs = acc_exp = 0.0
+    if acc_exp > 0 and pooled:  # a small remainder joins the last (largest) cell
+        observed[-1], pooled[-1] = observed[-1] + acc_obs, pooled[-1] + acc_exp
+    if len(pooled) < 2:
+        return 0.0, 1.0
+    result = chisquare(observed, pooled)
+    return float(result.statistic), float(result.pvalue)
+
+
+def top_k_buckets(token_ids: torch.Tensor, probs: torch.Tensor, k: int) -> tuple:
+    """Map ids to k + 1 buckets: the k most likely tokens under p, then "other".
+
+    Returns (bucket ids `[N]`, bucket probabilities `[k + 1]` float64, top token ids `[k]`).
+    Example: p = [0.1, 0.6, 0.3], k = 1, ids [1, 2, 0] -> buckets [0, 1, 1], probs [0.6, 0.4].
+    """
+    probs = torch.as_tensor(probs).double().flatten().cpu()
+    if not 1 <= k < probs.numel():
+        raise ValueError(f"k must be in [1, {probs.numel() - 1}], got {k}")
+    top_ids = torch.topk(probs, k).indices
+    bucket_of_token = torch.full((probs.numel(),), k, dtype=torch.long)
+    bucket_of_token[top_ids] = torch.arange(k)
+    bucket_probs = torch.cat([probs[top_ids], (probs.sum() - probs[top_ids].sum()).view(1)])
+    return bucket_of_token[torch.as_tensor(token_ids).long().cpu()], bucket_probs, top_ids
+
+
+def plot_law_comparison(labels, laws: dict, title: str):
+    """Grouped bars comparing laws (name -> `[K]` probabilities) over the same K labels."""
+    fig, ax = plt.subplots(figsize=(9, 3.8))
+    _grouped_bars(ax, labels, laws)
+    ax.set(title=title, xlabel="token", ylabel="probability")
+    ax.tick_params(axis="x", labelrotation=30 if len(labels) > 8 else 0)
+    fig.tight_layout()
+    return fig

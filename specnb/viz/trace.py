@@ -1,0 +1,296 @@
+"""Token-level views of decoding traces: notebooks 05 (speculative), 06 (lookup), 07 (Jacobi).
+
+Text and HTML renderings of `GenerationResult.trace` (what was drafted, accepted and emitted,
+and why), where a prompt-lookup draft was copied from, how Jacobi guesses converge, and the
+numbers and plots behind the speculative-decoding widgets. Functions return a string, plain
+data or a matplotlib figure and print nothing; only `speculative_summary` runs a model (it is
+the widgets' callback). Nothing here changes how decoding is done.
+
+Example: trace_text(result, tokenizer) ->
+    iter   1 | ✓'.' ✗' Get' ·' more' -> '.' ~' Establish'
+"""
+
+import html
+import math
+from collections import Counter
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+from matplotlib.colors import ListedColormap
+from matplotlib.patches import Patch
+
+from ..methods import speculative
+from ..theory import estimate_alpha, expected_tokens_per_iteration, optimal_gamma, \
+    predicted_speedup
+
+DRAFT_MARKS = {"accepted": "✓", "rejected": "✗", "unverified": "·"}
+EMIT_MARKS = {"accepted": "", "resampled": "~", "bonus": "+", "target": ""}
+COLOURS = {"accepted": "#b7e4b0", "rejected": "#f4b6b6", "unverified": "#dddddd",
+           "resampled": "#f9d49b", "bonus": "#a9cdf5", "target": "#d9c8f0", "ngram": "#fff1a8"}
+
+
+def token_repr(tokenizer, token: int) -> str:
+    """One token quoted as Python would: 198 -> '\\n', 264 -> ' a'."""
+    return repr(tokenizer.decode([int(token)]))
+
+
+def _span(text: str, colour: str, title: str = "", line_breaks: bool = False) -> str:
+    """A coloured HTML chip. Newlines show as \\n, or as ↵ plus a real line break."""
+    text = text.replace("\n", "↵\n" if line_breaks else "\\n").replace("\t", "\\t")
+    return (f'<span title="{html.escape(title)}" style="background:{colour};padding:1px 2px;'
+            f'margin:1px;border-radius:3px;white-space:pre">{html.escape(text)}</span>')
+
+
+def _iterations(result, max_iterations):
+    if max_iterations is not None and max_iterations < 1:
+        raise ValueError(f"max_iterations must be None or >= 1, got {max_iterations}")
+    return result.trace[:max_iterations]
+
+
+def trace_text(result, tokenizer, max_iterations=None) -> str:
+    """One line per iteration: drafts marked ✓ accepted, ✗ rejected, · unverified, then the
+    emitted tokens (~ resampled, + bonus; accepted drafts and plain target tokens unmarked)."""
+    lines = [f"{result.method}: {len(result.trace)} iterations, {len(result.tokens[0])} tokens"]
+    for i, it in enumerate(_iterations(result, max_iterations)):
+        drafted = " ".join(DRAFT_MARKS[d.status] + token_repr(tokenizer, d.token)
+                           for d in it.drafted) or "(no draft)"
+        emitted = " ".join(EMIT_MARKS[e.kind] + token_repr(tokenizer, e.token) for e in it.emitted)
+        lines.append(f"iter {i:3d} | {drafted} -> {emitted}")
+    if max_iterations is not None and len(result.trace) > max_iterations:
+        lines.append(f"... {len(result.trace) - max_iterations} more iterations")
+    return "\n".join(lines)
+
+
+def trace_html(result, tokenizer, max_iterations=None) -> str:
+    """An HTML table, one row per iteration: drafts coloured by status, emitted by kind.
+    Hovering a draft shows q, p and min(1, p/q)."""
+    legend = " ".join(_span(name, COLOURS[name]) for name in
+                      ("accepted", "rejected", "unverified", "resampled", "bonus"))
+    rows = []
+    for i, it in enumerate(_iterations(result, max_iterations)):
+        drafted = "".join(_span(tokenizer.decode([d.token]), COLOURS[d.status],
+                                f"{d.status}: q={d.q:.3f} p={d.p:.3f} "
+                                f"min(1,p/q)={d.accept_prob:.3f}") for d in it.drafted)
+        emitted = "".join(_span(tokenizer.decode([e.token]), COLOURS[e.kind], e.kind)
+                          for e in it.emitted)
+        rows.append(f"<tr><td>{i}</td><td style='text-align:left'>{drafted}</td>"
+                    f"<td style='text-align:left'>{emitted}</td></tr>")
+    return (f"<div style='font-family:monospace;font-size:90%'><p>{legend}</p><table>"
+            f"<tr><th>iter</th><th>drafted</th><th>emitted</th></tr>{''.join(rows)}</table></div>")
+
+
+def speculative_summary(target, draft, ids, gamma=4, temperature=0.0, seed=0,
+                        max_new_tokens=32) -> dict:
+    """Run `specnb.speculative` once and return its numbers (the widgets' callback).
+
+    Keys: gamma, temperature, new_tokens, iterations, target_forwards, draft_forwards,
+    acceptance_rate, alpha_hat, tokens_per_iteration (measured), expected_tokens_per_iteration
+    (eq. 1 at α̂), emitted_counts {tokens emitted in one iteration: iterations},
+    accepted_by_position [[accepted, reached] per draft position], wall_s.
+    """
+    generator = torch.Generator(device=target.device).manual_seed(int(seed))
+    result = speculative(target, draft, ids, gamma=gamma, max_new_tokens=max_new_tokens,
+                         temperature=temperature, generator=generator)
+    stats, alpha_hat = result.stats, estimate_alpha(result)
+    by_position = [[0, 0] for _ in range(gamma)]
+    for it in result.trace:
+        for j, d in enumerate(it.drafted):
+            if d.status != "unverified":
+                by_position[j][0] += d.status == "accepted"
+                by_position[j][1] += 1
+    expected = math.nan if math.isnan(alpha_hat) else expected_tokens_per_iteration(alpha_hat,
+                                                                                    gamma)
+    return {"gamma": gamma, "temperature": temperature, "new_tokens": stats.new_tokens,
+            "iterations": stats.iterations, "target_forwards": stats.target_forwards,
+            "draft_forwards": stats.draft_forwards, "acceptance_rate": stats.acceptance_rate,
+            "alpha_hat": alpha_hat, "tokens_per_iteration": stats.new_tokens / stats.iterations,
+            "expected_tokens_per_iteration": expected,
+            "emitted_counts": dict(sorted(Counter(len(it.emitted) for it in result.trace).items())),
+            "accepted_by_position": by_position, "wall_s": stats.wall_s}
+
+
+def format_summary(summary: dict) -> str:
+    """The deterministic numbers of a summary, floats rounded to 4 decimals (no wall time)."""
+    keys = ("gamma", "temperature", "new_tokens", "iterations", "target_forwards",
+            "draft_forwards", "acceptance_rate", "alpha_hat", "tokens_per_iteration",
+            "expected_tokens_per_iteration")
+    shown = {k: round(summary[k], 4) if isinstance(summary[k], float) else summary[k] for k in keys}
+    return "\n".join(f"{k:30s} {v}" for k, v in shown.items())
+
+
+def plot_speculative_summary(summary: dict):
+    """Left: tokens emitted per iteration, measured vs the truncated geometric law at α̂.
+    Right: acceptance rate of each draft position, given it was reached, vs α̂."""
+    gamma, alpha = summary["gamma"], summary["alpha_hat"]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.8))
+    sizes = np.arange(1, gamma + 2)
+    measured = np.array([summary["emitted_counts"].get(int(k), 0) for k in sizes], float)
+    left.bar(sizes, measured / max(measured.sum(), 1), color="tab:blue", label="measured")
+    if not math.isnan(alpha):  # P(k) = α^{k-1}(1-α) for k <= γ, α^γ for k = γ+1
+        law = [alpha ** (k - 1) * ((1 - alpha) if k <= gamma else 1) for k in sizes]
+        left.plot(sizes, law, "ko--", label=f"predicted at α̂ = {alpha:.3f}")
+    left.set(title=f"Tokens per iteration (γ = {gamma}, T = {summary['temperature']})",
+             xlabel="tokens emitted in one iteration", ylabel="fraction of iterations",
+             xticks=sizes)
+    left.legend()
+    rates = [a / r if r else np.nan for a, r in summary["accepted_by_position"]]
+    right.bar(np.arange(1, gamma + 1), rates, color="tab:green", label="measured")
+    if not math.isnan(alpha):
+        right.axhline(alpha, color="black", linestyle="--", label="α̂ (all positions)")
+    right.set(title="Acceptance by draft position", xlabel="draft position j",
+              ylabel="P(accepted | reached)", ylim=(0, 1.05), xticks=np.arange(1, gamma + 1),
+              xlim=(0.5, gamma + 0.5))
+    right.legend()
+    fig.tight_layout()
+    return fig
+
+
+def plot_gamma_curves(alphas, cost_ratio, measured_alpha=None, max_gamma=12):
+    """Predicted speedup (Thm 3.8) against γ for each α, γ* starred; measured α̂ in black."""
+    if not len(alphas):
+        raise ValueError("alphas must hold at least one acceptance rate")
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    gammas = np.arange(0, max_gamma + 1)
+    curves = [(a, f"α = {a:.2f}", None) for a in alphas]
+    if measured_alpha is not None:
+        curves.append((measured_alpha, f"measured α̂ = {measured_alpha:.3f}", "black"))
+    for alpha, label, colour in curves:
+        line, = ax.plot(gammas, [predicted_speedup(alpha, g, cost_ratio) for g in gammas],
+                        color=colour, linewidth=2.5 if colour else 1.5, label=label)
+        best = optimal_gamma(alpha, cost_ratio, max_gamma)
+        ax.plot(best, predicted_speedup(alpha, best, cost_ratio), "*", markersize=13,
+                color=line.get_color())
+    ax.axhline(1.0, color="grey", linewidth=0.8)
+    ax.set(title=f"Predicted speedup vs γ (c = {cost_ratio:.3f}; ★ = γ*)",
+           xlabel="γ (draft tokens per iteration)", ylabel="speedup over autoregressive (×)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def lookup_spans(result, prompt_ids) -> list:
+    """Per prompt-lookup iteration: the sequence it saw and where its draft was copied from.
+
+    Each item: {"sequence" (ids), "tail" (start, end) of the sequence's last n tokens, "ngram"
+    (start, end) of their earlier occurrence, "source" (start, end) of the copied draft,
+    "statuses" of the drafts}; the spans are None when nothing was drafted.
+    """
+    if result.method != "prompt_lookup":
+        raise ValueError(f"result must come from specnb.prompt_lookup, got {result.method!r}")
+    sequence, items = torch.as_tensor(prompt_ids).view(-1).tolist(), []
+    for it in result.trace:
+        n, match, source = (it.info[k] for k in ("ngram_size", "match_start", "source_start"))
+        found = bool(it.drafted) and match >= 0
+        items.append({"sequence": list(sequence),
+                      "tail": (len(sequence) - n, len(sequence)) if found else None,
+                      "ngram": (match, match + n) if found else None,
+                      "source": (source, source + len(it.drafted)) if found else None,
+                      "statuses": [d.status for d in it.drafted]})
+        sequence += [e.token for e in it.emitted]
+    return items
+
+
+def lookup_text(result, tokenizer, prompt_ids, iterations) -> str:
+    """One line per chosen iteration: the tail n-gram, where it matched, the copy and its fate."""
+    items, lines = lookup_spans(result, prompt_ids), []
+    for i in iterations:
+        item = items[i]
+        if item["source"] is None:
+            lines.append(f"iter {i:3d} | no draft (no earlier match, or no room left)")
+            continue
+        tail, ngram, source = (item[k] for k in ("tail", "ngram", "source"))
+        marks = "".join(DRAFT_MARKS[s] for s in item["statuses"])
+        lines.append(f"iter {i:3d} | tail {tokenizer.decode(item['sequence'][slice(*tail)])!r} "
+                     f"(n={tail[1] - tail[0]}) found at {ngram[0]} -> copy "
+                     f"{tokenizer.decode(item['sequence'][slice(*source)])!r} {marks}")
+    return "\n".join(lines)
+
+
+def _render(tokenizer, sequence, start, end, colours) -> str:
+    """sequence[start:end] as HTML, positions in `colours` highlighted."""
+    pieces = []
+    for p in range(max(start, 0), min(end, len(sequence))):
+        text = tokenizer.decode([sequence[p]])
+        pieces.append(_span(text, colours[p], line_breaks=True) if p in colours
+                      else html.escape(text))
+    return "".join(pieces)
+
+
+def lookup_html(result, tokenizer, prompt_ids, iterations, context=30) -> str:
+    """For each chosen iteration: the text around the copy (earlier n-gram yellow, copied draft
+    coloured by status), then the end of the sequence with the tail n-gram in yellow."""
+    box = "font-family:monospace;white-space:pre-wrap;padding:4px"
+    items, blocks = lookup_spans(result, prompt_ids), []
+    for i in iterations:
+        item = items[i]
+        if item["source"] is None:
+            blocks.append(f"<p><b>iteration {i}</b>: no draft.</p>")
+            continue
+        sequence, tail, ngram, source = (item[k] for k in ("sequence", "tail", "ngram", "source"))
+        around = {p: COLOURS["ngram"] for p in range(*ngram)}
+        around.update({source[0] + j: COLOURS[s] for j, s in enumerate(item["statuses"])})
+        at_end = {p: COLOURS["ngram"] for p in range(*tail)}
+        blocks.append(
+            f"<p><b>iteration {i}</b>: the last {tail[1] - tail[0]} token(s) also occur at "
+            f"position {ngram[0]}; {len(item['statuses'])} copied, "
+            f"{item['statuses'].count('accepted')} accepted</p>"
+            f"<div style='{box};border:1px solid #ccc'>…"
+            f"{_render(tokenizer, sequence, ngram[0] - context, source[1] + context, around)}"
+            f"…</div><div style='{box}'>end of the sequence so far: …"
+            f"{_render(tokenizer, sequence, len(sequence) - context, len(sequence), at_end)}</div>")
+    return "<div>" + "".join(blocks) + "</div>"
+
+
+def jacobi_grid(result) -> np.ndarray:
+    """[iterations, new tokens]: 2 emitted by this step, 1 refreshed guess already equal to the
+    final token (but not yet provably), 0 wrong guess, NaN outside the step's block."""
+    if result.method != "jacobi":
+        raise ValueError(f"result must come from specnb.jacobi, got {result.method!r}")
+    final = result.tokens[0]
+    grid = np.full((len(result.trace), len(final)), np.nan)
+    offset = 0
+    for t, it in enumerate(result.trace):
+        converged = it.info["num_converged"]
+        for i, guess in enumerate(it.info["refreshed"][:len(final) - offset]):
+            grid[t, offset + i] = 2 if i < converged else float(guess == final[offset + i])
+        offset += len(it.emitted)
+    return grid
+
+
+def plot_jacobi_convergence(result):
+    """The grid of `jacobi_grid` as an image, and tokens emitted per iteration beside it."""
+    grid = jacobi_grid(result)
+    colours = ["#f4b6b6", "#b7e4b0", "#2e8b57"]
+    cmap = ListedColormap(colours).with_extremes(bad="white")  # NaN: outside the block
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5), width_ratios=(3, 1), sharey=True)
+    left.imshow(np.ma.masked_invalid(grid), cmap=cmap, vmin=0, vmax=2, aspect="auto",
+                interpolation="nearest")
+    block = len(result.trace[0].info["refreshed"])
+    left.set(title=f"Jacobi guesses after each step (block of {block})",
+             xlabel="position in the output (tokens)", ylabel="iteration (one target forward)")
+    left.legend(handles=[Patch(color=c, label=name) for c, name in zip(
+        colours, ("wrong", "right, not yet provable", "emitted"))], loc="upper right", fontsize=8)
+    right.barh(np.arange(len(result.trace)), [len(it.emitted) for it in result.trace],
+               color=colours[2])
+    right.set(title="Emitted per iteration", xlabel="tokens")
+    fig.tight_layout()
+    return fig
+
+
+def plot_grouped_bars(categories, series: dict, *, title, xlabel, ylabel, reference=None):
+    """Bars per category, one colour per series; an optional horizontal reference line."""
+    if not series or any(len(values) != len(categories) for values in series.values()):
+        raise ValueError("series must map each name to exactly one value per category")
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.8 * len(categories)), 3.8))
+    width = 0.8 / len(series)
+    for k, (name, values) in enumerate(series.items()):
+        ax.bar(np.arange(len(categories)) + (k - (len(series) - 1) / 2) * width, values,
+               width, label=name)
+    if reference is not None:
+        ax.axhline(reference, color="black", linewidth=0.8)
+    ax.set_xticks(np.arange(len(categories)), categories, fontsize=8)
+    ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
