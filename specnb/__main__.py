@@ -54,12 +54,12 @@ def main(argv=None) -> None:
 
 
 def print_table(rows) -> None:
-    header = (f"{'prompt':<16} {'group':<15} {'method':<22} {'tokens':>6} {'fwd':>5} "
+    header = (f"{'prompt':<20} {'group':<15} {'method':<22} {'tokens':>6} {'fwd':>5} "
               f"{'tok/fwd':>7} {'accept':>6} {'wall s':>7}  = AR greedy")
     print(header + "\n" + "-" * len(header))
     for prompt_id, group, name, stats, same in rows:
         accept = "-" if not stats.drafted else f"{stats.acceptance_rate:.2f}"
-        print(f"{prompt_id:<16} {group:<15} {name:<22} {stats.new_tokens:>6} "
+        print(f"{prompt_id:<20} {group:<15} {name:<22} {stats.new_tokens:>6} "
               f"{stats.target_forwards:>5} {stats.tokens_per_forward:>7.2f} {accept:>6} "
               f"{stats.wall_s:>7.2f}  {'yes' if same else 'NO'}")
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import specnb
-from conftest import tiny_llama
+from tiny_models import tiny_llama
 from specnb.core import verify
 
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import specnb
-from conftest import tiny_llama
+from tiny_models import tiny_llama
 
 GAMMAS = [1, 2, 3, 4, 5, 8, 63]
 MAX_NEW = 40

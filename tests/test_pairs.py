@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import specnb
-from conftest import tiny_llama
+from tiny_models import tiny_llama
 from specnb.pairs import EMBEDDED_DRAFT, PAIRS, load_pair, match_vocabularies, output_rows
 
 

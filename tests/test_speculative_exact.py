@@ -12,7 +12,7 @@ import torch
 from scipy.stats import chisquare
 
 import specnb
-from conftest import tiny_llama
+from tiny_models import tiny_llama
 from specnb.core import sample, verify_detailed
 
 # The package re-exports the function `speculative`, which hides the module of the same name.

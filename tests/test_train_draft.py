@@ -2,7 +2,7 @@
 
 import torch
 
-from conftest import tiny_llama
+from tiny_models import tiny_llama
 from specnb.train_draft import collate, distillation_loss, draft_config, generate_answers, \
     init_draft, label_with_target, train
 
