@@ -83,9 +83,9 @@ def hf_generate(target, ids, *, max_new_tokens, temperature, generator, **extra)
     return out[0, ids.shape[1]:].tolist()
 
 
-def assistant_with(draft, **settings):
+def assistant_with(draft, pristine_config, **settings):
     """The draft with a fresh generation config, so HF's adaptive state starts anew each run."""
-    draft.generation_config = copy.deepcopy(draft._bench_generation_config)
+    draft.generation_config = copy.deepcopy(pristine_config)
     for key, value in settings.items():
         setattr(draft.generation_config, key, value)
     return draft
@@ -94,6 +94,7 @@ def assistant_with(draft, **settings):
 def methods(args, target, draft):
     """name -> (gamma, function(ids, generator) returning our result or HF's token list)."""
     common = {"max_new_tokens": args.max_new_tokens}
+    pristine = copy.deepcopy(draft.generation_config)
     sampled = {"temperature": args.temperature}
     table = {"ours autoregressive": (0, lambda ids, g: autoregressive(
         target, ids, **common, **sampled, generator=g))}
@@ -111,10 +112,11 @@ def methods(args, target, draft):
     for gamma in args.gammas:
         table[f"HF assisted γ={gamma}"] = (gamma, lambda ids, g, gamma=gamma: hf_generate(
             target, ids, **common, **sampled, generator=g, assistant_model=assistant_with(
-                draft, num_assistant_tokens=gamma, num_assistant_tokens_schedule="constant",
-                assistant_confidence_threshold=0.0)))
+                draft, pristine, num_assistant_tokens=gamma,
+                num_assistant_tokens_schedule="constant", assistant_confidence_threshold=0.0)))
     table["HF assisted default"] = (0, lambda ids, g: hf_generate(
-        target, ids, **common, **sampled, generator=g, assistant_model=assistant_with(draft)))
+        target, ids, **common, **sampled, generator=g,
+        assistant_model=assistant_with(draft, pristine)))
     table[f"HF prompt lookup k={args.num_pred}"] = (args.num_pred, lambda ids, g: hf_generate(
         target, ids, **common, **sampled, generator=g, prompt_lookup_num_tokens=args.num_pred,
         max_matching_ngram_size=args.ngram_max))
@@ -123,7 +125,6 @@ def methods(args, target, draft):
 
 def run(args) -> dict:
     target, draft, tokenizer = load_pair(device=args.device)
-    draft._bench_generation_config = copy.deepcopy(draft.generation_config)
     device = target.device
     prompts = [p for p in load_prompts("eval") if args.group in (None, p["group"])]
     prompts = prompts[:args.prompts] if args.prompts else prompts
