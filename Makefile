@@ -28,7 +28,8 @@ run: $(READY)
 test: $(READY) $(OLDEST)
 	$(PY) -m pytest
 	PYTHONPATH=$(OLDEST) $(PY) -m pytest -q -o addopts="" -p no:cacheprovider \
-		tests/test_kv.py tests/test_methods_greedy.py
+		tests/test_kv.py tests/test_methods_greedy.py tests/test_batch_kv.py \
+		tests/test_batched.py
 
 $(OLDEST): $(READY)
 	$(PY) -m pip install --quiet --target $(OLDEST) transformers==$(OLDEST_TRANSFORMERS)
@@ -38,3 +39,8 @@ lab: $(READY)
 
 clean:
 	rm -rf $(VENV)
+
+# Student versions of assignments/source (see README, "For instructors").
+.PHONY: assignments
+assignments: $(READY)
+	$(PY) -m specnb.assignments release --out assignments/release

@@ -5,10 +5,14 @@ transformers on the same pair and prompts: greedy `generate`, `generate(assistan
 with a constant γ (a like-for-like comparison) and with its default schedule, and
 `generate(prompt_lookup_num_tokens=k)`. Each (method, prompt) is warmed up, then timed
 `--repeats` times (CUDA events on GPU); the median is reported with the spread. Greedy outputs
-are checked against our autoregressive tokens; speedups are ratios within this one run.
+are checked against our autoregressive tokens; speedups are ratios within this one run, against
+our autoregressive loop, HF greedy `generate` and each method's HF peer (`PEERS`). Target
+forwards of the HF peers are counted with a forward hook. The record also holds the forward
+latency against tokens per forward on the same device (`specnb.viz.latency`).
 
 It does not tune anything: settings come from the command line and are written with the
-results (JSON) next to a plot.
+results (JSON: device, dtype, versions, date, settings) next to a plot. The notebooks call the
+same functions: `run(parse_args([...]), pair=...)`, then `summaries(record)`.
 """
 
 import argparse
@@ -30,7 +34,20 @@ from .data import DATA_DIR, GROUPS, load_prompts
 from .models import chat_ids
 from .pairs import load_pair
 from .theory import estimate_alpha, estimate_cost_ratio, predicted_speedup
+from .viz.latency import measure_forward_latency
 from .viz.speedups import plot_speedups
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+PEERS = {"ours autoregressive": "HF generate", "ours speculative γ=": "HF assisted γ=",
+         "ours prompt lookup k=": "HF prompt lookup k="}  # our method (prefix) -> its HF peer
+
+
+def peer_of(method: str) -> str | None:
+    """The transformers peer of one of our methods, e.g. 'ours speculative γ=4' -> 'HF assisted γ=4'."""
+    for ours, theirs in PEERS.items():
+        if method.startswith(ours):
+            return theirs + method[len(ours):]
+    return None
 
 
 @dataclass
@@ -70,17 +87,30 @@ def timed(function, repeats: int, device):
     return result, statistics.median(seconds), max(seconds) - min(seconds)
 
 
-def hf_generate(target, ids, *, max_new_tokens, temperature, generator, **extra):
-    """transformers' generate with our stopping rule; returns the new tokens."""
+@dataclass
+class PeerResult:
+    """What a transformers peer run gives back: its new tokens and the target forwards it ran."""
+
+    tokens: list
+    target_forwards: int
+
+
+def hf_generate(target, ids, *, max_new_tokens, temperature, generator, **extra) -> PeerResult:
+    """transformers' generate with our stopping rule; returns the new tokens and forwards."""
     sampling = {"do_sample": True, "temperature": temperature, "top_k": None, "top_p": None} \
         if temperature > 0 else {"do_sample": False}
     if temperature > 0:
         # transformers samples from the global RNG: seed it from our generator, reproducibly.
         torch.manual_seed(int(torch.randint(2**31, (1,), generator=generator,
                                             device=generator.device)))
-    out = target.generate(ids, max_new_tokens=max_new_tokens, attention_mask=torch.ones_like(ids),
-                          **sampling, **extra)
-    return out[0, ids.shape[1]:].tolist()
+    calls = []
+    hook = target.register_forward_hook(lambda *_: calls.append(1))  # one per target forward
+    try:
+        out = target.generate(ids, max_new_tokens=max_new_tokens,
+                              attention_mask=torch.ones_like(ids), **sampling, **extra)
+    finally:
+        hook.remove()
+    return PeerResult(out[0, ids.shape[1]:].tolist(), len(calls))
 
 
 def assistant_with(draft, pristine_config, **settings):
@@ -92,7 +122,7 @@ def assistant_with(draft, pristine_config, **settings):
 
 
 def methods(args, target, draft):
-    """name -> (gamma, function(ids, generator) returning our result or HF's token list)."""
+    """name -> (gamma, function(ids, generator) returning our result or a `PeerResult`)."""
     common = {"max_new_tokens": args.max_new_tokens}
     pristine = copy.deepcopy(draft.generation_config)
     sampled = {"temperature": args.temperature}
@@ -123,14 +153,31 @@ def methods(args, target, draft):
     return table
 
 
-def run(args) -> dict:
-    target, draft, tokenizer = load_pair(device=args.device)
-    device = target.device
+def select_prompts(args) -> list:
+    """The eval prompts named by --ids (in that order), else of --group, cut to the first --prompts."""
     prompts = [p for p in load_prompts("eval") if args.group in (None, p["group"])]
-    prompts = prompts[:args.prompts] if args.prompts else prompts
+    if args.ids:
+        by_id = {p["id"]: p for p in prompts}
+        missing = [i for i in args.ids if i not in by_id]
+        if missing:
+            raise ValueError(f"--ids: no eval prompt {missing} (in group {args.group}); "
+                             f"see data/prompts/eval.jsonl")
+        prompts = [by_id[i] for i in args.ids]
+    return prompts[:args.prompts] if args.prompts else prompts
+
+
+def run(args, pair=None, progress: bool = True) -> dict:
+    """Time every method on the prompts; `pair`: an already loaded (target, draft, tokenizer);
+    `progress`: show a progress bar."""
+    target, draft, tokenizer = pair if pair is not None else load_pair(
+        device=args.device, dtype=DTYPES[args.dtype] if args.dtype else None)
+    device = target.device
+    prompts = select_prompts(args)
+    latency = measure_forward_latency(target, prefix_len=200, token_counts=args.latency_counts,
+                                      repeats=5) if args.latency_counts else None
     table = methods(args, target, draft)
     rows, generator = [], torch.Generator(device=device).manual_seed(args.seed)
-    bar = tqdm(total=len(prompts) * len(table), desc="bench")
+    bar = tqdm(total=len(prompts) * len(table), desc="bench", disable=not progress)
     for prompt in prompts:
         ids = chat_ids(tokenizer, prompt["prompt"], device=device)
         reference = baseline = None
@@ -139,8 +186,8 @@ def run(args) -> dict:
                 function(ids, generator)
             result, seconds, spread = timed(lambda: function(ids, generator), args.repeats, device)
             row = Row(name, prompt["id"], prompt["group"], 0, seconds, spread, gamma=gamma)
-            if isinstance(result, list):  # a transformers peer: tokens only
-                tokens = result
+            if isinstance(result, PeerResult):  # a transformers peer: tokens and forwards only
+                tokens, row.target_forwards = result.tokens, result.target_forwards
             else:
                 tokens, stats = result.tokens[0], result.stats
                 row.target_forwards, row.drafted, row.accepted = (
@@ -162,7 +209,8 @@ def run(args) -> dict:
             "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                          "python": platform.python_version()},
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "dtype": str(target.dtype), "rows": [asdict(r) for r in rows]}
+            "dtype": str(target.dtype), "forward_latency": latency,
+            "rows": [asdict(r) for r in rows]}
 
 
 def summarize(record: dict, group: str | None = None) -> list:
@@ -180,9 +228,12 @@ def summarize(record: dict, group: str | None = None) -> list:
         drafted, accepted = sum(r["drafted"] for r in mine), sum(r["accepted"] for r in mine)
         alphas = [r["alpha_hat"] for r in mine if r["alpha_hat"] == r["alpha_hat"]]
         costs = [r["c_hat"] for r in mine if r["c_hat"] == r["c_hat"]]
+        peer = peer_of(name)
         line = {"method": name, "tokens_per_s": tokens / total[name],
                 "speedup_vs_ours_ar": total["ours autoregressive"] / total[name],
                 "speedup_vs_hf_greedy": total["HF generate"] / total[name],
+                "peer": peer, "speedup_vs_peer": total[peer] / total[name] if peer in total
+                else float("nan"),
                 "tokens_per_forward": tokens / forwards if forwards else float("nan"),
                 "acceptance": accepted / drafted if drafted else float("nan"),
                 "alpha_hat": statistics.mean(alphas) if alphas else float("nan"),
@@ -196,8 +247,15 @@ def summarize(record: dict, group: str | None = None) -> list:
     return summary
 
 
+def summaries(record: dict) -> dict:
+    """{'all': summary, 'open-ended': ..., 'input-grounded': ...}, groups without rows left out."""
+    found = {group or "all": summarize(record, group) for group in (None, *GROUPS)}
+    return {group: summary for group, summary in found.items() if summary}
+
+
 def format_summary(summary: list) -> str:
-    header = (f"{'method':<26}{'tok/s':>7}{'×ours AR':>9}{'×HF gen':>8}{'tok/fwd':>8}"
+    """The table the command prints; ×peer is the speedup over the method's HF peer (`PEERS`)."""
+    header = (f"{'method':<26}{'tok/s':>7}{'×ours AR':>9}{'×HF gen':>8}{'×peer':>7}{'tok/fwd':>8}"
               f"{'accept':>7}{'α̂':>6}{'ĉ':>7}{'pred':>6}{'meas/pred':>10}  same as AR")
     lines = [header, "-" * len(header)]
     for s in summary:
@@ -206,38 +264,55 @@ def format_summary(summary: list) -> str:
         same = {True: "yes", False: "NO", None: "(sampled)"}[s["identical"]]
         lines.append(f"{s['method']:<26}{num(s['tokens_per_s'], 7, 1)}"
                      f"{num(s['speedup_vs_ours_ar'], 9, 2)}{num(s['speedup_vs_hf_greedy'], 8, 2)}"
+                     f"{num(s.get('speedup_vs_peer', float('nan')), 7, 2)}"
                      f"{num(s['tokens_per_forward'], 8, 2)}{num(s['acceptance'], 7, 2)}"
                      f"{num(s['alpha_hat'], 6, 2)}{num(s['c_hat'], 7, 3)}{num(s['predicted'], 6, 2)}"
                      f"{num(s['measured_over_predicted'], 10, 2)}  {same}")
     return "\n".join(lines)
 
 
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parse_args(argv=None) -> argparse.Namespace:
+    """The command line's settings; `parse_args([])` gives the defaults."""
+    parser = argparse.ArgumentParser(prog="python -m specnb.bench",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--gammas", type=int, nargs="+", default=[2, 4, 6])
     parser.add_argument("--num-pred", type=int, default=10)
     parser.add_argument("--ngram-max", type=int, default=3)
     parser.add_argument("--block", type=int, default=8)
-    parser.add_argument("--temperature", type=float, default=0.0)
+    parser.add_argument("--temperature", type=float, default=0.0,
+                        help="0: greedy (outputs checked against autoregressive); > 0: sampled")
     parser.add_argument("--group", choices=GROUPS, default=None)
     parser.add_argument("--prompts", type=int, default=0, help="first N prompts (0: all)")
+    parser.add_argument("--ids", nargs="+", default=None,
+                        help="eval prompt ids to run, e.g. sky-blue rename-total (default: all)")
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default=None, help="default: cuda when available")
+    parser.add_argument("--dtype", choices=sorted(DTYPES), default=None,
+                        help="default: bfloat16 on cuda, float32 on cpu")
+    parser.add_argument("--latency-counts", type=int, nargs="*", default=[1, 2, 4, 8, 16, 32, 64],
+                        help="tokens per forward for the latency curve (none: skip it)")
     parser.add_argument("--out", type=Path, default=DATA_DIR / "results" / "bench.json")
     args = parser.parse_args(argv)
+    if args.temperature < 0:
+        parser.error(f"--temperature must be >= 0 (0 is greedy), got {args.temperature}")
+    return args
 
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    start = time.perf_counter()
     record = run(args)
+    record["wall_s"] = time.perf_counter() - start
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    summaries = {g or "all": summarize(record, g) for g in (None, *GROUPS)}
-    record["summary"] = {group: summary for group, summary in summaries.items() if summary}
+    record["summary"] = summaries(record)
     args.out.write_text(json.dumps(record, indent=1) + "\n")
     plot_speedups(record).savefig(args.out.with_suffix(".png"), dpi=110)
     print(f"{record['device']}, {record['dtype']}, torch {record['versions']['torch']}, "
           f"transformers {record['versions']['transformers']}; {args.max_new_tokens} new tokens, "
-          f"T = {args.temperature}, median of {args.repeats}")
+          f"T = {args.temperature}, median of {args.repeats}; {record['wall_s']:.0f} s in all")
     for group, summary in record["summary"].items():
         print(f"\n[{group} prompts]\n{format_summary(summary)}")
     print(f"\nresults: {args.out} and {args.out.with_suffix('.png')}")

@@ -57,15 +57,20 @@ def test_prompt_longer_than_context(target, method):
 
 
 @pytest.mark.parametrize("bad_ids,message", [
-    (torch.ones(2, 3, dtype=torch.long), r"\[1, L\]"),
     (torch.ones(3, dtype=torch.long), r"\[1, L\]"),
     (torch.ones(1, 3), "LongTensor"),
-    ([[1, 2, 3]], "LongTensor"),
     (torch.full((1, 3), 10_000, dtype=torch.long), "vocabulary"),
 ])
 def test_malformed_input_ids(target, bad_ids, message):
     with pytest.raises(ValueError, match=message):
         specnb.autoregressive(target, bad_ids, max_new_tokens=4)
+
+
+@pytest.mark.parametrize("batch", [torch.ones(2, 3, dtype=torch.long), [[1, 2, 3]]])
+def test_jacobi_refuses_batches(target, batch):
+    """Batches go to autoregressive, speculative and prompt_lookup; Jacobi runs one prompt."""
+    with pytest.raises(ValueError, match=r"\[1, L\]|LongTensor"):
+        specnb.jacobi(target, batch, block=4, max_new_tokens=4)
 
 
 @pytest.mark.parametrize("max_new", [0, -3, 2.5])

@@ -1,4 +1,6 @@
-"""The benchmark harness end to end on a tiny budget, and its plots (numbers are not checked)."""
+"""The benchmark harness end to end on a tiny budget, greedy and sampled, and its plots.
+
+Timings are not checked (they vary); structure, token counts, peers and equality are."""
 
 import json
 
@@ -16,8 +18,17 @@ def record(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench") / "bench.json"
     bench.main(["--prompts", "3", "--max-new-tokens", "12", "--gammas", "2", "3",
                 "--warmup", "0", "--repeats", "1", "--num-pred", "4", "--block", "4",
-                "--device", "cpu", "--out", str(out)])
+                "--device", "cpu", "--latency-counts", "1", "2", "--out", str(out)])
     assert out.with_suffix(".png").exists()
+    return json.loads(out.read_text())
+
+
+@pytest.fixture(scope="module")
+def sampled(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench") / "sampled.json"
+    bench.main(["--prompts", "2", "--max-new-tokens", "8", "--gammas", "2", "--temperature",
+                "0.7", "--warmup", "0", "--repeats", "1", "--num-pred", "4", "--device", "cpu",
+                "--latency-counts", "--out", str(out)])
     return json.loads(out.read_text())
 
 
@@ -29,7 +40,35 @@ def test_record_has_every_method_and_identical_greedy_outputs(record):
                        "HF prompt lookup k=4"}
     assert all(row["identical"] for row in record["rows"]), "greedy outputs must all agree"
     assert all(row["new_tokens"] == 12 or row["new_tokens"] < 12 for row in record["rows"])
-    assert {"device", "versions", "date", "settings", "dtype"} <= set(record)
+    assert {"device", "versions", "date", "settings", "dtype", "wall_s"} <= set(record)
+    assert record["settings"]["temperature"] == 0.0 and record["settings"]["max_new_tokens"] == 12
+    assert record["dtype"] == "torch.float32"  # CPU: float32
+
+
+def test_peer_forwards_are_counted(record):
+    for row in record["rows"]:
+        if row["method"] == "HF generate":  # one target forward per new token
+            assert row["target_forwards"] == row["new_tokens"]
+        if row["method"].startswith("HF"):
+            assert 1 <= row["target_forwards"] <= row["new_tokens"]
+
+
+def test_forward_latency_is_recorded(record):
+    latency = record["forward_latency"]
+    assert latency["token_counts"] == [1, 2] and latency["prefix_len"] == 200
+    assert all(ms > 0 for ms in latency["median_ms"])
+
+
+def test_peer_of():
+    assert bench.peer_of("ours speculative γ=4") == "HF assisted γ=4"
+    assert bench.peer_of("ours prompt lookup k=10") == "HF prompt lookup k=10"
+    assert bench.peer_of("ours autoregressive") == "HF generate"
+    assert bench.peer_of("ours jacobi block=8") is None and bench.peer_of("HF generate") is None
+
+
+def test_bad_temperature_is_refused():
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--temperature", "-1"])
 
 
 def test_summary_ratios_are_consistent(record):
@@ -40,6 +79,27 @@ def test_summary_ratios_are_consistent(record):
     assert 0.0 <= spec["acceptance"] <= 1.0 and 0.0 <= spec["alpha_hat"] <= 1.0
     assert spec["c_hat"] > 0 and spec["predicted"] > 0
     assert bench.format_summary(record["summary"]["all"]).count("\n") == len(summary) + 1
+    for name, line in summary.items():  # ×peer: the peer's time over ours
+        peer = bench.peer_of(name)
+        assert line["peer"] == peer
+        if peer:
+            assert line["speedup_vs_peer"] == pytest.approx(
+                line["speedup_vs_ours_ar"] / summary[peer]["speedup_vs_ours_ar"])
+    assert summary["HF generate"]["tokens_per_forward"] == pytest.approx(1.0)
+    assert set(record["summary"]) == {"all", "open-ended", "input-grounded"}
+
+
+def test_sampled_mode(sampled):
+    """T > 0: every method but Jacobi (greedy only) runs; outputs are not compared."""
+    methods = {row["method"] for row in sampled["rows"]}
+    assert methods == {"ours autoregressive", "ours speculative γ=2", "ours prompt lookup k=4",
+                       "HF generate", "HF assisted γ=2", "HF assisted default",
+                       "HF prompt lookup k=4"}
+    assert all(row["identical"] is None for row in sampled["rows"])
+    assert all(1 <= row["new_tokens"] <= 8 for row in sampled["rows"])
+    assert sampled["settings"]["temperature"] == 0.7 and sampled["forward_latency"] is None
+    table = bench.format_summary(sampled["summary"]["all"])
+    assert table.count("(sampled)") == len(methods) and " NO" not in table
 
 
 def test_plots(record):
@@ -54,3 +114,14 @@ def test_plots(record):
 def test_plots_reject_records_without_summary():
     with pytest.raises(ValueError, match="summary"):
         plot_speedups({"rows": []})
+
+
+def test_prompt_selection():
+    chosen = bench.select_prompts(bench.parse_args(["--ids", "rename-total", "sky-blue"]))
+    assert [p["id"] for p in chosen] == ["rename-total", "sky-blue"]
+    first = bench.select_prompts(bench.parse_args(["--prompts", "8"]))
+    assert {p["group"] for p in first} == {"open-ended", "input-grounded"}
+    grounded = bench.select_prompts(bench.parse_args(["--group", "input-grounded"]))
+    assert len(grounded) == 12 and {p["group"] for p in grounded} == {"input-grounded"}
+    with pytest.raises(ValueError, match="--ids"):
+        bench.select_prompts(bench.parse_args(["--ids", "no-such-prompt"]))

@@ -381,3 +381,29 @@ def test_num_accepted_is_truncated_geometric(case):
     alpha = torch.minimum(p.double(), q.double()).sum().clamp(max=1.0)
     law = torch.stack([alpha ** j * (1 - alpha) for j in range(GAMMA)] + [alpha ** GAMMA])
     assert chi2_pvalue(num_accepted, law) > ALPHA
+
+
+def test_ragged_num_drafts_pad_rows_and_place_the_bonus_after_each_rows_drafts():
+    """Greedy one-hot rows with 3, 1 and 0 real drafts: padding is never accepted."""
+    vocab = 5
+    target_ids = torch.tensor([[1, 2, 3], [4, 0, 0], [2, 2, 2]])  # the target's argmax per column
+    target_probs = F.one_hot(target_ids, vocab).float()
+    draft_ids = torch.tensor([[1, 2, 3], [4, 4, 4], [2, 2, 2]])  # rows 1, 2: padding agrees too
+    draft_probs = F.one_hot(draft_ids, vocab).float()
+    bonus = torch.tensor([[0], [3], [1]])
+    verdict = verify_detailed(target_probs, draft_probs, draft_ids, bonus,
+                              num_drafts=torch.tensor([3, 1, 0]), check=True)
+    assert verdict.num_accepted.tolist() == [3, 1, 0]
+    assert verdict.tokens.tolist() == [[1, 2, 3, 0], [4, 3, -1, -1], [1, -1, -1, -1]]
+
+
+@pytest.mark.parametrize("num_drafts, message", [
+    (torch.tensor([1, 2]), "shape"), (torch.tensor([4]), r"\[0, γ=3\]"),
+    (torch.tensor([1.0]), "int64"),
+])
+def test_bad_num_drafts(num_drafts, message):
+    target_probs = torch.full((1, 3, 4), 0.25)
+    ids = torch.zeros(1, 3, dtype=torch.long)
+    with pytest.raises(ValueError, match=message):
+        verify(target_probs, target_probs.clone(), ids, ids[:, :1], num_drafts=num_drafts,
+               check=True)

@@ -32,24 +32,31 @@ def acceptance_overlap(target_probs: torch.Tensor, draft_probs: torch.Tensor) ->
     return torch.minimum(target_probs, draft_probs).sum(dim=-1)
 
 
-def verify(target_probs, draft_probs, draft_token_ids, bonus_token_ids, *, generator=None,
-           check=False) -> torch.Tensor:
+def verify(target_probs, draft_probs, draft_token_ids, bonus_token_ids, *, num_drafts=None,
+           generator=None, check=False) -> torch.Tensor:
     """Accept or reject each draft token; return `[B, γ+1]` int64 ids padded with -1.
 
     Example (γ = 3): accepted, accepted, rejected -> [x1, x2, r, -1] with r from (p3 − q3)+;
     all accepted -> [x1, x2, x3, bonus].
+
+    Rows may carry fewer drafts than γ: `num_drafts [B]` counts each row's real drafts, the
+    columns after them are padding (never accepted), and a row that accepts all its
+    `num_drafts[b]` drafts emits its bonus token next (drawn by the caller from the target's
+    distribution at that position): num_drafts [2], drafts [x1, x2, pad] -> [x1, x2, bonus, -1].
     """
     return verify_detailed(target_probs, draft_probs, draft_token_ids, bonus_token_ids,
-                           generator=generator, check=check).tokens
+                           num_drafts=num_drafts, generator=generator, check=check).tokens
 
 
 def verify_detailed(target_probs, draft_probs, draft_token_ids, bonus_token_ids, *,
-                    generator=None, check=False) -> Verdict:
+                    num_drafts=None, generator=None, check=False) -> Verdict:
     """`verify`, returning the whole `Verdict` (acceptance probabilities, counts)."""
     if check:
-        _check_inputs(target_probs, draft_probs, draft_token_ids, bonus_token_ids)
+        _check_inputs(target_probs, draft_probs, draft_token_ids, bonus_token_ids, num_drafts)
     batch, gamma, vocab = target_probs.shape
     device = target_probs.device
+    if num_drafts is None:
+        num_drafts = torch.full((batch,), gamma, dtype=torch.long, device=device)
     index = draft_token_ids.unsqueeze(-1)
     p_of_draft = target_probs.gather(-1, index).squeeze(-1)  # [B, γ]
     q_of_draft = draft_probs.gather(-1, index).squeeze(-1)  # [B, γ]
@@ -58,7 +65,8 @@ def verify_detailed(target_probs, draft_probs, draft_token_ids, bonus_token_ids,
                                (p_of_draft > 0).float())
     uniforms = torch.rand(batch, gamma, device=device, generator=generator)
     coin_accepts = uniforms < accept_probs
-    num_accepted = coin_accepts.long().cumprod(dim=-1).sum(dim=-1)  # [B]
+    is_draft = torch.arange(gamma, device=device) < num_drafts.unsqueeze(1)  # [B, γ]: not padding
+    num_accepted = (coin_accepts & is_draft).long().cumprod(dim=-1).sum(dim=-1)  # [B]
 
     # Residual at the first rejected position only: one [B, V] row per sequence.
     if gamma > 0:
@@ -73,7 +81,7 @@ def verify_detailed(target_probs, draft_probs, draft_token_ids, bonus_token_ids,
         resampled = bonus_token_ids.view(batch)
 
     bonus = bonus_token_ids.view(batch)
-    next_token = torch.where(num_accepted == gamma, bonus, resampled)  # [B]
+    next_token = torch.where(num_accepted == num_drafts, bonus, resampled)  # [B]
     positions = torch.arange(gamma + 1, device=device).unsqueeze(0)  # [1, γ+1]
     drafts_padded = torch.cat([draft_token_ids, bonus.unsqueeze(1)], dim=1)  # [B, γ+1]
     n = num_accepted.unsqueeze(1)
@@ -83,7 +91,8 @@ def verify_detailed(target_probs, draft_probs, draft_token_ids, bonus_token_ids,
                    coin_accepts=coin_accepts)
 
 
-def _check_inputs(target_probs, draft_probs, draft_token_ids, bonus_token_ids) -> None:
+def _check_inputs(target_probs, draft_probs, draft_token_ids, bonus_token_ids,
+                  num_drafts=None) -> None:
     """Strict checks; each failure names the argument and what it should be."""
     if target_probs.dim() != 3:
         raise ValueError(f"target_probs must be [B, γ, V], got shape {tuple(target_probs.shape)}")
@@ -104,6 +113,13 @@ def _check_inputs(target_probs, draft_probs, draft_token_ids, bonus_token_ids) -
         if tensor.device != target_probs.device:
             raise ValueError(f"{name} is on {tensor.device} but target_probs on "
                              f"{target_probs.device}; move them to one device")
+    if num_drafts is not None:
+        if tuple(num_drafts.shape) != (batch,) or num_drafts.dtype != torch.int64:
+            raise ValueError(f"num_drafts must be int64 of shape [{batch}] (one count per row), "
+                             f"got {num_drafts.dtype} {list(num_drafts.shape)}")
+        if num_drafts.numel() and (num_drafts.min() < 0 or num_drafts.max() > gamma):
+            raise ValueError(f"num_drafts must hold counts in [0, γ={gamma}], got range "
+                             f"[{int(num_drafts.min())}, {int(num_drafts.max())}]")
     for name, ids in (("draft_token_ids", draft_token_ids), ("bonus_token_ids", bonus_token_ids)):
         if ids.numel() and (ids.min() < 0 or ids.max() >= vocab):
             raise ValueError(f"{name} must hold ids in [0, {vocab}), got range "

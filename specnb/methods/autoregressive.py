@@ -3,13 +3,22 @@
 import time
 
 from ..core import CachedLM, check_temperature, draw, logits_to_probs
+from .batch_common import is_batch
+from .batched import autoregressive_batched
 from .common import EmittedToken, GenerationResult, Iteration, Output, Stats, eos_token_ids, \
     finish_stats, prompt_tokens
 
 
 def autoregressive(target, input_ids, *, max_new_tokens, temperature=0.0, generator=None,
-                   eos_token_id=None) -> GenerationResult:
-    """Greedy (temperature 0) or sampled decoding with the KV cache, one token per forward."""
+                   eos_token_id=None, attention_mask=None) -> GenerationResult:
+    """Greedy (temperature 0) or sampled decoding with the KV cache, one token per forward.
+
+    A batch (a list of prompts, or input_ids [B, L] with attention_mask) runs all rows at once.
+    """
+    if is_batch(input_ids, attention_mask):
+        return autoregressive_batched(target, input_ids, max_new_tokens=max_new_tokens,
+                                      attention_mask=attention_mask, temperature=temperature,
+                                      generator=generator, eos_token_id=eos_token_id)
     temperature = check_temperature(temperature)
     prompt = prompt_tokens(target, input_ids, max_new_tokens)
     target_lm = CachedLM(target)

@@ -11,6 +11,8 @@ import time
 import torch
 
 from ..core import CachedLM, check_temperature, ngram_lookup
+from .batch_common import is_batch
+from .batched import prompt_lookup_batched
 from .common import GenerationResult, Iteration, Output, Stats, check_positive_int, \
     eos_token_ids, finish_stats, prompt_tokens
 from .speculative import score_and_verify
@@ -23,11 +25,21 @@ def one_hot_rows(draft_ids, target_probs) -> torch.Tensor:
 
 
 def prompt_lookup(target, input_ids, *, num_pred, max_new_tokens, ngram_max=3, ngram_min=1,
-                  temperature=0.0, generator=None, eos_token_id=None) -> GenerationResult:
-    """Decode with up to `num_pred` tokens per iteration copied from an earlier n-gram match."""
+                  temperature=0.0, generator=None, eos_token_id=None,
+                  attention_mask=None) -> GenerationResult:
+    """Decode with up to `num_pred` tokens per iteration copied from an earlier n-gram match.
+
+    A batch (a list of prompts, or input_ids [B, L] with attention_mask) runs all rows at once.
+    """
     num_pred = check_positive_int("num_pred", num_pred, 0)
     ngram_min = check_positive_int("ngram_min", ngram_min, 1)
     ngram_max = check_positive_int("ngram_max", ngram_max, ngram_min)
+    if is_batch(input_ids, attention_mask):
+        return prompt_lookup_batched(target, input_ids, num_pred=num_pred,
+                                     max_new_tokens=max_new_tokens, attention_mask=attention_mask,
+                                     ngram_max=ngram_max, ngram_min=ngram_min,
+                                     temperature=temperature, generator=generator,
+                                     eos_token_id=eos_token_id)
     temperature = check_temperature(temperature)
     prompt = prompt_tokens(target, input_ids, max_new_tokens)
     target_lm = CachedLM(target)

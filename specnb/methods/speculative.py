@@ -12,6 +12,8 @@ import torch
 
 from ..core import CachedLM, acceptance_overlap, check_temperature, draw, logits_to_probs, \
     verify_detailed
+from .batch_common import is_batch
+from .batched import speculative_batched
 from .common import DraftedToken, EmittedToken, GenerationResult, Iteration, Output, Stats, \
     check_positive_int, check_same_vocab, eos_token_ids, finish_stats, prompt_tokens
 
@@ -64,9 +66,18 @@ def score_and_verify(target_lm, out, draft_ids, draft_probs_of, temperature, gen
 
 
 def speculative(target, draft, input_ids, *, gamma, max_new_tokens, temperature=0.0,
-                generator=None, eos_token_id=None) -> GenerationResult:
-    """Speculative decoding of `target` with `draft` proposing `gamma` tokens per iteration."""
+                generator=None, eos_token_id=None, attention_mask=None) -> GenerationResult:
+    """Speculative decoding of `target` with `draft` proposing `gamma` tokens per iteration.
+
+    A batch (a list of prompts, or input_ids [B, L] with attention_mask) runs all rows at once,
+    each accepting its own number of drafts (`specnb.methods.batched`).
+    """
     gamma = check_positive_int("gamma", gamma, 0)
+    if is_batch(input_ids, attention_mask):
+        return speculative_batched(target, draft, input_ids, gamma=gamma,
+                                   max_new_tokens=max_new_tokens, attention_mask=attention_mask,
+                                   temperature=temperature, generator=generator,
+                                   eos_token_id=eos_token_id)
     temperature = check_temperature(temperature)
     check_same_vocab(target, draft)
     prompt = prompt_tokens(target, input_ids, max_new_tokens)

@@ -1,0 +1,219 @@
+"""Release and grade the course assignments in assignments/source/ (nbgrader markup, no nbgrader).
+
+    python -m specnb.assignments release [--out assignments/release]
+    python -m specnb.assignments grade SUBMISSION... [--executed DIR]
+
+`release` writes the student versions the way nbgrader's `generate_assignment` does: in
+solution cells each `### BEGIN SOLUTION` ... `### END SOLUTION` region becomes
+`# YOUR CODE HERE` + `raise NotImplementedError()` (a solution cell without markers is replaced
+whole), `### BEGIN HIDDEN TESTS` ... `### END HIDDEN TESTS` regions are deleted from grade
+cells, outputs and execution counts are cleared and grade cells are made read-only.
+
+`grade` takes submitted notebooks (files, or folders searched for the source file names),
+puts back every test cell from the source (hidden tests included, so editing a test changes
+nothing), executes the notebook with errors allowed and prints per grade cell its points: full
+when the cell ran without an error, else 0 and the first lines of the error. Cells graded by
+hand (nbgrader `solution` and `grade`) are listed as "manual". It does not keep a database,
+collect files or write feedback: nbgrader does that for instructors who want it.
+"""
+
+import argparse
+import copy
+import pathlib
+import re
+import sys
+
+import nbformat
+
+SOURCE_DIR = pathlib.Path(__file__).resolve().parent.parent / "assignments" / "source"
+CODE_STUB = "# YOUR CODE HERE\nraise NotImplementedError()"
+TEXT_STUB = "YOUR ANSWER HERE"
+BEGIN_SOLUTION, END_SOLUTION = "### BEGIN SOLUTION", "### END SOLUTION"
+BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
+
+
+def grading(cell) -> dict:
+    return cell.get("metadata", {}).get("nbgrader", {})
+
+
+def replace_solution_regions(source: str, stub: str) -> tuple[str, bool]:
+    """Replace each solution region by the stub, indented like its BEGIN line (nbgrader's rule)."""
+    lines, inside, replaced = [], False, False
+    for line in source.split("\n"):
+        if BEGIN_SOLUTION in line:
+            if inside:
+                raise ValueError("nested BEGIN SOLUTION")
+            inside = replaced = True
+            indent = re.match(r"\s*", line).group(0)
+            lines += [indent + stub_line for stub_line in stub.split("\n")]
+        elif END_SOLUTION in line:
+            inside = False
+        elif not inside:
+            lines.append(line)
+    if inside:
+        raise ValueError("BEGIN SOLUTION without END SOLUTION")
+    return "\n".join(lines), replaced
+
+
+def remove_hidden_tests(source: str) -> tuple[str, bool]:
+    lines, inside, removed = [], False, False
+    for line in source.split("\n"):
+        if BEGIN_HIDDEN in line:
+            inside = removed = True
+        elif END_HIDDEN in line:
+            inside = False
+        elif not inside:
+            lines.append(line)
+    if inside:
+        raise ValueError("BEGIN HIDDEN TESTS without END HIDDEN TESTS")
+    return "\n".join(lines), removed
+
+
+def student_version(notebook):
+    """A copy of a source notebook with solutions stubbed, hidden tests removed, outputs cleared."""
+    notebook = copy.deepcopy(notebook)
+    for cell in notebook.cells:
+        meta = grading(cell)
+        stub = CODE_STUB if cell.cell_type == "code" else TEXT_STUB
+        cell.source, replaced = replace_solution_regions(cell.source, stub)
+        if replaced and not meta.get("solution"):
+            raise ValueError(f"solution region outside a solution cell: {cell.source[:60]!r}")
+        if meta.get("solution") and not replaced:
+            cell.source = stub
+        cell.source, removed = remove_hidden_tests(cell.source)
+        if removed and not meta.get("grade"):
+            raise ValueError(f"hidden tests outside a grade cell: {cell.source[:60]!r}")
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+        if meta.get("grade") and not meta.get("solution") or meta.get("locked"):
+            cell.metadata["deletable"] = cell.metadata["editable"] = False  # nbgrader LockCells
+        cell.metadata.pop("execution", None)
+    return notebook
+
+
+def release(source_dir: pathlib.Path, out_dir: pathlib.Path) -> list:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for path in sorted(source_dir.glob("*.ipynb")):
+        target = out_dir / path.name
+        nbformat.write(student_version(nbformat.read(path, as_version=4)), target)
+        written.append(target)
+    return written
+
+
+def graded_notebook(submitted, source):
+    """The submission with every non-solution grade/locked cell restored from the source."""
+    notebook = copy.deepcopy(submitted)
+    originals = {grading(c)["grade_id"]: c for c in source.cells if grading(c).get("grade_id")}
+    for i, cell in enumerate(notebook.cells):
+        original = originals.get(grading(cell).get("grade_id"))
+        if original is not None and not grading(original).get("solution"):
+            notebook.cells[i] = copy.deepcopy(original)
+    return notebook
+
+
+def error_text(cell) -> str | None:
+    for output in cell.get("outputs", []):
+        if output.get("output_type") == "error":
+            return f"{output['ename']}: {output['evalue']}"
+    return None
+
+
+def grade_notebook(path: pathlib.Path, source_path: pathlib.Path, timeout: int = 600,
+                   executed_path: pathlib.Path | None = None) -> list:
+    """Execute one submission; return [(grade_id, points earned or None, points, error)]."""
+    from nbclient import NotebookClient
+
+    source = nbformat.read(source_path, as_version=4)
+    notebook = graded_notebook(nbformat.read(path, as_version=4), source)
+    NotebookClient(notebook, timeout=timeout, kernel_name="python3", allow_errors=True,
+                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    if executed_path is not None:
+        executed_path.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(notebook, executed_path)
+    present = {grading(c).get("grade_id"): c for c in notebook.cells}
+    rows = []
+    for cell in source.cells:
+        meta = grading(cell)
+        if not meta.get("grade"):
+            continue
+        points = float(meta.get("points", 0))
+        graded = present.get(meta["grade_id"])
+        if meta.get("solution"):
+            rows.append((meta["grade_id"], None, points, "graded by hand"))
+        elif graded is None:
+            rows.append((meta["grade_id"], 0.0, points, "test cell missing from the submission"))
+        else:
+            error = error_text(graded)
+            rows.append((meta["grade_id"], 0.0 if error else points, points, error))
+    return rows
+
+
+def find_submissions(paths, source_dir: pathlib.Path) -> list:
+    """(submission, source) pairs: each path is a notebook or a folder searched recursively."""
+    names = {p.name: p for p in source_dir.glob("*.ipynb")}
+    pairs = []
+    for path in map(pathlib.Path, paths):
+        found = [path] if path.is_file() else sorted(p for p in path.rglob("*.ipynb")
+                                                     if ".ipynb_checkpoints" not in p.parts)
+        for notebook in found:
+            if notebook.name not in names:
+                if path.is_file():
+                    raise SystemExit(f"{notebook}: no source notebook of that name in {source_dir}")
+                continue
+            pairs.append((notebook, names[notebook.name]))
+    return pairs
+
+
+def first_line(text: str | None, width: int = 90) -> str:
+    if not text:
+        return ""
+    text = " ".join(line.strip() for line in text.splitlines()[:2])
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+def grade(paths, source_dir=SOURCE_DIR, timeout=600, executed_dir=None, stream=sys.stdout):
+    results = {}
+    for submission, source in find_submissions(paths, source_dir):
+        executed = None if executed_dir is None else pathlib.Path(executed_dir) / (
+            f"{submission.parent.name}-{submission.name}")
+        rows = grade_notebook(submission, source, timeout, executed)
+        results[str(submission)] = rows
+        earned = sum(r[1] for r in rows if r[1] is not None)
+        possible = sum(r[2] for r in rows if r[1] is not None)
+        print(f"\n{submission}  {earned:g}/{possible:g}", file=stream)
+        for grade_id, got, points, error in rows:
+            score = "manual" if got is None else f"{got:g}/{points:g}"
+            mark = "" if got is None else "✓" if got == points else "✗"
+            print(f"  {grade_id:<28} {score:>7} {mark} {first_line(error)}", file=stream)
+    if not results:
+        print("no submitted notebook matches a source notebook", file=stream)
+    return results
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m specnb.assignments", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--source", type=pathlib.Path, default=SOURCE_DIR,
+                        help="folder of source notebooks (default: %(default)s)")
+    commands = parser.add_subparsers(dest="command", required=True)
+    release_parser = commands.add_parser("release", help="write the student versions")
+    release_parser.add_argument("--out", type=pathlib.Path,
+                                default=SOURCE_DIR.parent / "release",
+                                help="output folder (default: %(default)s)")
+    grade_parser = commands.add_parser("grade", help="execute and score submitted notebooks")
+    grade_parser.add_argument("submissions", nargs="+", help="notebooks or folders of them")
+    grade_parser.add_argument("--timeout", type=int, default=600, help="seconds per cell")
+    grade_parser.add_argument("--executed", type=pathlib.Path, default=None,
+                              help="also save each executed notebook here (full error messages)")
+    args = parser.parse_args(argv)
+    if args.command == "release":
+        for path in release(args.source, args.out):
+            print(f"wrote {path}")
+    else:
+        grade(args.submissions, args.source, args.timeout, args.executed)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,214 @@
+"""Checks for exercise 5: α̂ and ĉ from runs, the predicted speedup, γ*, and the timing table.
+
+    alpha_from_trace(result) -> float          the mean overlap Σ min(p, q) of verified drafts
+    cost_ratio(spec_result, ar_result) -> float  mean draft forward / mean one-token target forward
+    speedup(alpha, gamma, cost_ratio) -> float   Leviathan et al. 2023, Theorem 3.8
+    best_gamma(alpha, cost_ratio, max_gamma) -> int
+
+The estimators are checked on synthetic results (random traces and stats built here), so no
+model runs; the formulas on a grid. `check_measurements` and `check_timing_table` check the
+numbers a student computed on the embedded pair for consistency only: timing is noisy, so
+nothing here asks speculative decoding to be faster.
+"""
+
+import math
+
+import torch
+
+from ..methods.common import DraftedToken, GenerationResult, Iteration, Stats
+from ..theory import estimate_alpha, estimate_cost_ratio, optimal_gamma, predicted_speedup
+from .report import call, failure, passed, show, to_float
+
+
+def _close(a: float, b: float, rel: float = 1e-6) -> bool:
+    return (math.isnan(a) and math.isnan(b)) or abs(a - b) <= rel * max(1.0, abs(b))
+
+
+def _fake_run(generator, num_iterations: int) -> GenerationResult:
+    """A speculative result with random drafts: accepted prefix, a rejection, unverified rest."""
+    trace, stats = [], Stats()
+    for _ in range(num_iterations):
+        gamma = int(torch.randint(1, 6, (), generator=generator))
+        num_accepted = int(torch.randint(0, gamma + 1, (), generator=generator))
+        iteration = Iteration()
+        for j in range(gamma):
+            status = "accepted" if j < num_accepted else "rejected" if j == num_accepted \
+                else "unverified"
+            q, p, overlap = torch.rand(3, generator=generator).tolist()
+            iteration.drafted.append(DraftedToken(j, q, p, min(1.0, p / max(q, 1e-9)), overlap,
+                                                  status))
+        trace.append(iteration)
+        stats.drafted += gamma
+        stats.accepted += num_accepted
+    return GenerationResult("speculative", [[]], stats, trace)
+
+
+def check_estimate_alpha(alpha_from_trace, seed: int = 0) -> None:
+    name = "alpha_from_trace"
+    generator = torch.Generator().manual_seed(seed)
+    for case in range(10):
+        result = _fake_run(generator, 2 + case)
+        given = (f"a synthetic run of {len(result.trace)} iterations, {result.stats.drafted} "
+                 f"drafts ({result.stats.accepted} accepted)")
+        expected = estimate_alpha(result)
+        got = to_float(call(alpha_from_trace, result, given=given, name=name), name, given)
+        if _close(got, expected):
+            continue
+        drafted = [d for it in result.trace for d in it.drafted]
+        verified = [d for d in drafted if d.status != "unverified"]
+        mistakes = [
+            (sum(d.overlap for d in drafted) / len(drafted), "skip the unverified drafts (after "
+             "the first rejection nobody looked at them): average over status != 'unverified'"),
+            (result.stats.accepted / result.stats.drafted, "α is not accepted / drafted: "
+             "average the overlap Σ min(p, q) stored in each DraftedToken (.overlap)"),
+            (sum(d.status == "accepted" for d in verified) / len(verified), "α̂ is the mean "
+             "overlap Σ_v min(p, q) (.overlap), not the fraction of verified drafts accepted"),
+            (sum(d.accept_prob for d in verified) / len(verified), "use .overlap, the chance "
+             "that *a* draft passes, not .accept_prob of the drafted token"),
+        ]
+        hint = next((h for value, h in mistakes if _close(got, value)),
+                    "mean of d.overlap over every drafted token d with d.status != 'unverified'")
+        raise failure(name, given=given, expected=show(expected), got=show(got), hint=hint)
+    passed(name, 10)
+
+
+def check_cost_ratio(cost_ratio, seed: int = 0) -> None:
+    name = "cost_ratio"
+    generator = torch.Generator().manual_seed(seed)
+    for case in range(10):
+        spec = GenerationResult("speculative", [[]], Stats(), [])
+        ar = GenerationResult("autoregressive", [[]], Stats(), [])
+        forwards = torch.randint(3, 40, (3,), generator=generator).tolist()
+        seconds = (torch.rand(3, generator=generator) + 0.05).tolist()
+        spec.stats.draft_forwards, spec.stats.target_forwards, ar.stats.target_forwards = forwards
+        spec.stats.draft_s, spec.stats.target_s, ar.stats.target_s = seconds
+        given = (f"spec.stats: draft_forwards={forwards[0]}, draft_s={seconds[0]:.4f}, "
+                 f"target_forwards={forwards[1]}, target_s={seconds[1]:.4f}; ar.stats: "
+                 f"target_forwards={forwards[2]}, target_s={seconds[2]:.4f}")
+        expected = estimate_cost_ratio(spec, ar)
+        got = to_float(call(cost_ratio, spec, ar, given=given, name=name), name, given)
+        if _close(got, expected):
+            continue
+        mistakes = [
+            (estimate_cost_ratio(spec), "divide by the autoregressive run's mean target forward: "
+             "the speculative run's target forwards score γ+1 tokens each, the theorem's c "
+             "compares one-token forwards"),
+            (seconds[0] / seconds[2], "compare mean times per forward (seconds / forwards), not "
+             "total seconds"),
+            (1 / expected, "upside down: c = draft forward time / target forward time (< 1)"),
+        ]
+        hint = next((h for value, h in mistakes if _close(got, value)),
+                    "(spec.stats.draft_s / spec.stats.draft_forwards) / "
+                    "(ar.stats.target_s / ar.stats.target_forwards)")
+        raise failure(name, given=given, expected=show(expected), got=show(got), hint=hint)
+    passed(name, 10)
+
+
+def check_predicted_speedup(speedup) -> None:
+    name = "speedup"
+    cases = [(a, g, c) for a in (0.0, 0.3, 0.6, 0.9, 1.0) for g in (0, 1, 3, 8)
+             for c in (0.0, 0.05, 0.3, 1.0)]
+    for alpha, gamma, c in cases:
+        given = f"alpha = {alpha}, gamma = {gamma}, cost_ratio = {c}"
+        expected = predicted_speedup(alpha, gamma, c)
+        limit_hint = "α = 1 makes (1 − α^{γ+1}) / (1 − α) a 0/0; its limit is γ + 1 (every " \
+            "draft passes)"
+        got = to_float(call(speedup, alpha, gamma, c, given=given, name=name,
+                            error_hint=limit_hint if alpha == 1.0 else None), name, given)
+        if _close(got, expected):
+            continue
+        tokens = expected * (gamma * c + 1)
+        if alpha == 1.0 and not math.isfinite(got):
+            hint = limit_hint
+        elif alpha < 1 and _close(got, (1 - alpha ** gamma) / (1 - alpha) / (gamma * c + 1)):
+            hint = "the exponent is γ+1: an iteration emits up to γ+1 tokens (the bonus)"
+        elif _close(got, tokens / (gamma * c)) if gamma * c else False:
+            hint = "the denominator is γc + 1: γ draft forwards plus one target forward"
+        elif _close(got, tokens):
+            hint = "divide the expected tokens per iteration by the iteration's cost, γc + 1"
+        else:
+            hint = "speedup = (1 − α^{γ+1}) / ((1 − α)(γc + 1))"
+        raise failure(name, given=given, expected=show(expected), got=show(got), hint=hint)
+    passed(name, len(cases))
+
+
+def check_best_gamma(best_gamma, max_gamma: int = 16) -> None:
+    name = "best_gamma"
+    cases = [(a, c) for a in (0.1, 0.5, 0.7, 0.8, 0.9, 0.97, 1.0) for c in (0.01, 0.05, 0.2, 1.0)]
+    cases += [(1.0, 0.0), (0.99, 0.0)]
+    for alpha, c in cases:
+        given = f"alpha = {alpha}, cost_ratio = {c}, max_gamma = {max_gamma}"
+        expected = optimal_gamma(alpha, c, max_gamma)
+        got = call(best_gamma, alpha, c, max_gamma, given=given, name=name)
+        if isinstance(got, float) and got.is_integer():
+            got = int(got)
+        if got == expected:
+            continue
+        if expected == 0:
+            hint = "γ = 0 (no drafting at all) is allowed and wins when the draft is too weak"
+        elif expected == max_gamma:
+            hint = "include max_gamma itself: range(max_gamma + 1)"
+        else:
+            hint = "return the γ in 0..max_gamma with the highest predicted speedup (an int)"
+        raise failure(name, given=given, expected=expected, got=repr(got), hint=hint)
+    passed(name, len(cases))
+
+
+def check_measurements(alpha_hat, c_hat, best, spec_result, ar_result, max_gamma: int = 16):
+    """The student's α̂, ĉ and γ* against the library's estimates from the same runs."""
+    name = "your measurements"
+    for label, value in (("alpha_hat", alpha_hat), ("c_hat", c_hat), ("predicted_best", best)):
+        if value is None:
+            raise failure(name, given=label, got="None",
+                          hint=f"{label} is still None: fill in the cell above and run it")
+    for label, value, expected, hint in (
+            ("alpha_hat", alpha_hat, estimate_alpha(spec_result),
+             "compute it with alpha_from_trace(spec_result)"),
+            ("c_hat", c_hat, estimate_cost_ratio(spec_result, ar_result),
+             "compute it with cost_ratio(spec_result, ar_result)")):
+        value = to_float(value, name, label)
+        if not _close(value, expected, 1e-4):
+            raise failure(name, given=f"{label} from the runs above", expected=show(expected),
+                          got=show(value), hint=hint)
+    expected = optimal_gamma(float(alpha_hat), float(c_hat), max_gamma)
+    if best != expected:
+        raise failure(name, given=f"best_gamma from alpha_hat = {float(alpha_hat):.4f}, c_hat = "
+                      f"{float(c_hat):.4f}", expected=expected, got=repr(best),
+                      hint="predict with your own numbers: best_gamma(alpha_hat, c_hat, MAX_GAMMA)")
+    passed(name, 3, f"alpha_hat {float(alpha_hat):.3f}, c_hat {float(c_hat):.3f}, "
+           f"gamma* {expected}")
+
+
+def check_timing_table(rows, alpha_hat, c_hat) -> None:
+    """Each row: gamma, ar_seconds, spec_seconds, measured (= ar / spec), predicted (Thm 3.8)."""
+    name = "timing table"
+    keys = {"gamma", "ar_seconds", "spec_seconds", "measured", "predicted"}
+    if not rows:
+        raise failure(name, given="rows", got=repr(rows),
+                      hint="rows is empty: fill in the timing cell above and run it")
+    if not isinstance(rows, list) or len({row.get("gamma") for row in rows
+                                          if isinstance(row, dict)}) < 2:
+        raise failure(name, given="rows", got=repr(rows)[:200],
+                      hint="a list of dicts, one per γ, with at least two different γ")
+    for row in rows:
+        missing = keys - set(row)
+        if missing:
+            raise failure(name, given=f"row {row}", expected=f"keys {sorted(keys)}",
+                          got=f"missing {sorted(missing)}", hint="add the missing keys")
+        gamma = row["gamma"]
+        times = [float(row["ar_seconds"]), float(row["spec_seconds"])]
+        if int(gamma) != gamma or gamma < 0 or not all(math.isfinite(t) and t > 0 for t in times):
+            raise failure(name, given=f"row {row}", hint="gamma is an int >= 0 and both times "
+                          "are positive seconds (e.g. medians from specnb.bench.timed)")
+        if not _close(float(row["measured"]), times[0] / times[1], 1e-4):
+            hint = ("upside down: speedup = autoregressive time / speculative time (> 1 means "
+                    "faster)") if _close(float(row["measured"]), times[1] / times[0], 1e-4) \
+                else "measured = ar_seconds / spec_seconds"
+            raise failure(name, given=f"row {row}", expected=show(times[0] / times[1]),
+                          got=show(float(row["measured"])), hint=hint)
+        expected = predicted_speedup(float(alpha_hat), int(gamma), float(c_hat))
+        if not _close(float(row["predicted"]), expected, 1e-4):
+            raise failure(name, given=f"row {row}", expected=show(expected),
+                          got=show(float(row["predicted"])),
+                          hint="predicted = speedup(alpha_hat, gamma, c_hat) with your α̂ and ĉ")
+    passed(name, len(rows), "consistency only: timings are noisy")

@@ -1,0 +1,123 @@
+"""How a check talks to a student: `CheckFailed`, calling their code safely, a pass line, χ².
+
+A failed check raises `CheckFailed` (an `AssertionError`, so nbgrader and pytest count it as a
+failed test) whose message names the function, the input it was given, what the library
+returns for that input, what the student's function returned, and a hint. Exceptions raised
+inside the student's function are turned into the same kind of message, with the input that
+triggered them. This module knows nothing about speculative decoding.
+"""
+
+import math
+
+import torch
+from scipy.stats import chisquare
+
+SIGNIFICANCE = 1e-4  # χ² tests fail below this p-value (fixed seeds: the outcome never flakes)
+
+
+class CheckFailed(AssertionError):
+    """A student's function disagrees with the library; the message says where and why."""
+
+
+def show(value, decimals: int = 4) -> str:
+    """Compact text for tensors, floats and lists: tensor([0.1, 0.2]) -> '[0.1, 0.2]'."""
+    if isinstance(value, torch.Tensor):
+        if value.dtype.is_floating_point:
+            value = value.double().round(decimals=decimals)
+        return str(value.tolist())
+    if isinstance(value, float):
+        return f"{value:.{decimals}g}" if math.isfinite(value) else str(value)
+    return repr(value)
+
+
+def failure(name: str, *, given: str, expected=None, got=None, hint: str = "") -> CheckFailed:
+    """Build the exception: function, input, expected, got, hint; one item per line."""
+    lines = [f"{name} gave a wrong answer.", f"  input:    {given}"]
+    if expected is not None:
+        lines.append(f"  expected: {expected}")
+    if got is not None:
+        lines.append(f"  got:      {got}")
+    if hint:
+        lines.append(f"  hint:     {hint}")
+    return CheckFailed("\n".join(lines))
+
+
+def call(fn, *args, given: str, name: str | None = None, error_hint: str | None = None,
+         **kwargs):
+    """Run the student's `fn`; turn anything it raises into a `CheckFailed` naming the input.
+
+    `error_hint` replaces the generic hint when the check knows what this input is about.
+    """
+    name = name or getattr(fn, "__name__", "your function")
+    try:
+        return fn(*args, **kwargs)
+    except NotImplementedError:
+        raise CheckFailed(f"{name} is not implemented yet: replace `raise NotImplementedError()` "
+                          f"in its body with your code, run that cell, then run this check "
+                          f"again.") from None
+    except CheckFailed:
+        raise
+    except Exception as error:  # the student's bug, reported with the input that caused it
+        hint = error_hint or "run it yourself on that input and read the traceback"
+        raise CheckFailed(f"{name} raised {type(error).__name__}: {error}\n"
+                          f"  input:    {given}\n  hint:     {hint}") from error
+
+
+def passed(name: str, num_cases: int, extra: str = "") -> None:
+    print(f"✓ {name} passed ({num_cases} cases{', ' + extra if extra else ''})")
+
+
+def to_float(value, name: str, given: str) -> float:
+    """A number from whatever the student returned (float, 0-d tensor, numpy scalar)."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise failure(name, given=given, got=repr(value),
+                      hint="return a single number (a Python float or a 0-d tensor)") from None
+
+
+def chi2_pvalue(samples, probs) -> float:
+    """p-value of "`samples` (ids) were drawn from `probs` (`[V]`)"; 0.0 if an id is impossible.
+
+    Cells with zero probability must stay empty; the others are tested together. The check's
+    distributions are chosen so every possible cell expects at least 5 draws (χ²'s validity rule).
+    """
+    samples = torch.as_tensor(samples).flatten().long()
+    probs = torch.as_tensor(probs).double().flatten()
+    if samples.numel() == 0:
+        return 1.0
+    if samples.min() < 0 or samples.max() >= probs.numel():
+        return 0.0
+    observed = torch.bincount(samples, minlength=probs.numel()).double().numpy()
+    expected = (probs / probs.sum() * samples.numel()).numpy()
+    possible = expected > 0
+    if observed[~possible].sum() > 0:
+        return 0.0
+    if possible.sum() < 2:
+        return 1.0
+    obs, exp = observed[possible], expected[possible]
+    return float(chisquare(obs, exp * obs.sum() / exp.sum()).pvalue)
+
+
+def empirical_law(samples, vocab: int) -> torch.Tensor:
+    samples = torch.as_tensor(samples).flatten().long().clamp(0, vocab - 1)
+    return torch.bincount(samples, minlength=vocab).double() / max(samples.numel(), 1)
+
+
+def closest_mistake(law: torch.Tensor, target: torch.Tensor, mistakes: dict) -> str | None:
+    """The hint of the known mistake whose law is nearest `law`, if nearer than the target's."""
+    def tv(a, b):
+        return 0.5 * float((a.double() - b.double()).abs().sum())
+    best = min(mistakes.items(), key=lambda item: tv(law, item[1][0]), default=None)
+    if best is None or tv(law, best[1][0]) >= tv(law, target):
+        return None
+    return best[1][1]
+
+
+def binomial_tolerance(rate: float, num_trials: int, num_se: float = 4.5) -> float:
+    rate = min(max(rate, 0.0), 1.0)
+    return num_se * math.sqrt(rate * (1.0 - rate) / max(num_trials, 1)) + 1e-6
+
+
+__all__ = ["CheckFailed", "SIGNIFICANCE", "binomial_tolerance", "call", "chi2_pvalue",
+           "closest_mistake", "empirical_law", "failure", "passed", "show", "to_float"]

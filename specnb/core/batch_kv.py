@@ -1,0 +1,151 @@
+"""A KV cache for a batch of rows that grow and roll back by different amounts.
+
+`CachedLM` follows one sequence. Here B rows share one cache of S *slots*; a boolean mask
+`valid [B, S]` says which slots hold a real token of each row. Every forward appends the same
+number of slots T to all rows (a row with fewer new tokens pads, with `new_valid` False there);
+rolling back a row marks its last real slots invalid instead of moving memory, so each row rolls
+back to its own length. Position ids come from each row's own count of real tokens, and the
+attention mask hides padding and rolled-back slots, so every row sees exactly its own sequence.
+
+    slots:    0  1  2  3  4  5          row 0: prompt [a b c], drafts d e rejected -> holes
+    row 0:    a  b  c  d× e× f          f sits at position 3, attends to a b c f
+    row 1:    a  b  ·  g  h  i          (· = prompt padding, never valid)
+
+Slot 0 holds a real token in every row (prompts are right-padded), so no query ever attends to
+nothing. Holes cost attention work, so trailing slots no row uses are cropped and the cache is
+compacted when holes pile up. Finished rows leave with `select_rows`.
+
+It does not sample, verify or decide what to feed; the loops in `specnb.methods` do.
+"""
+
+import inspect
+import time
+
+import torch
+from transformers import DynamicCache
+
+from .kv import ForwardLog, crop_cache
+
+# Compact when the cache has this many more slots than its longest row (holes from rollbacks).
+MAX_HOLES = 64
+
+
+class BatchedCachedLM:
+    """A causal LM plus one KV cache for B rows of different lengths."""
+
+    def __init__(self, model, pad_token_id: int = 0):
+        self.model = model.eval()
+        self.device = next(model.parameters()).device
+        self.pad_token_id = int(pad_token_id)
+        params = inspect.signature(model.forward).parameters
+        # transformers 5.24 renamed `past_key_values` to `cache`; accept either release.
+        self._cache_kwarg = "cache" if "cache" in params else "past_key_values"
+        self._can_keep = "logits_to_keep" in params
+        self.cache = DynamicCache()
+        self.valid = None  # [B, S] bool: slot s holds a real token of row b
+        self.lengths = None  # [B] int64: real tokens per row = the next position id
+        self.log = ForwardLog()
+
+    @property
+    def num_forwards(self) -> int:
+        return len(self.log.seconds)
+
+    @property
+    def forward_seconds(self) -> float:
+        return sum(self.log.seconds)
+
+    @property
+    def num_slots(self) -> int:
+        return 0 if self.valid is None else self.valid.shape[1]
+
+    @torch.inference_mode()
+    def prefill(self, prompts: list) -> torch.Tensor:
+        """Run ragged prompts (lists of ids, right-padded here); return each row's last logits `[B, V]`."""
+        lengths = torch.tensor([len(p) for p in prompts], device=self.device)
+        width = int(lengths.max())
+        ids = torch.full((len(prompts), width), self.pad_token_id, dtype=torch.long)
+        for row, prompt in enumerate(prompts):
+            ids[row, :len(prompt)] = torch.tensor(prompt, dtype=torch.long)
+        new_valid = torch.arange(width, device=self.device) < lengths.unsqueeze(1)
+        last = lengths - 1
+        # Only the columns holding some row's last token: [B, K, V] instead of [B, width, V].
+        columns = torch.unique(last)
+        logits = self.forward(ids.to(self.device), new_valid, keep_columns=columns)
+        return logits[torch.arange(len(prompts), device=self.device),
+                      torch.searchsorted(columns, last)]
+
+    @torch.inference_mode()
+    def forward(self, new_ids, new_valid=None, keep: int | None = None,
+                keep_columns=None) -> torch.Tensor:
+        """Append `new_ids [B, T]` (padding where `new_valid` is False); return logits.
+
+        Logits are `[B, keep, V]` for the last `keep` columns (all T when keep is None), or for
+        the given `keep_columns`. Put padding on the left of a chunk to read every row's last
+        real token at column -1.
+        """
+        batch, width = new_ids.shape
+        if new_valid is None:
+            new_valid = torch.ones_like(new_ids, dtype=torch.bool)
+        if self.valid is None:
+            self.valid = torch.zeros(batch, 0, dtype=torch.bool, device=self.device)
+            self.lengths = torch.zeros(batch, dtype=torch.long, device=self.device)
+        if self.valid.shape[0] != batch:
+            raise ValueError(f"new_ids has {batch} rows but the cache holds {self.valid.shape[0]}; "
+                             f"use select_rows to drop finished rows first")
+        # Each real token's position is its row's count of real tokens before it.
+        positions = (self.lengths.unsqueeze(1) + new_valid.long().cumsum(1) - 1).clamp_min(0)
+        attention_mask = torch.cat([self.valid, new_valid], dim=1).long()
+        kwargs = {self._cache_kwarg: self.cache, "use_cache": True}
+        if keep_columns is not None and self._can_keep:
+            kwargs["logits_to_keep"] = keep_columns
+        elif keep is not None and self._can_keep:
+            kwargs["logits_to_keep"] = keep
+
+        self._synchronize()
+        start = time.perf_counter()
+        out = self.model(input_ids=torch.where(new_valid, new_ids, self.pad_token_id),
+                         attention_mask=attention_mask, position_ids=positions, **kwargs)
+        self._synchronize()
+        self.log.seconds.append(time.perf_counter() - start)
+        self.log.num_tokens.append(batch * width)
+
+        self.valid = torch.cat([self.valid, new_valid], dim=1)
+        self.lengths = self.lengths + new_valid.sum(1)
+        logits = out.logits
+        if keep_columns is not None and not self._can_keep:
+            return logits[:, keep_columns]
+        return logits if keep is None or self._can_keep else logits[:, -keep:]
+
+    def rollback(self, num_tokens: torch.Tensor) -> None:
+        """Forget the last `num_tokens[b]` real tokens of each row b (its rejected drafts)."""
+        # rank_from_end is 1 for a row's last real slot, 2 for the one before, ...
+        rank_from_end = self.valid.flip(1).long().cumsum(1).flip(1)
+        self.valid = self.valid & (rank_from_end > num_tokens.unsqueeze(1))
+        self.lengths = self.lengths - num_tokens
+        used = self.valid.any(0)  # [S]; one host read below decides how much to crop
+        num_used = int(used.nonzero().max()) + 1
+        if num_used < self.num_slots:
+            crop_cache(self.cache, self.num_slots - num_used)
+            self.valid = self.valid[:, :num_used]
+        if self.num_slots - int(self.lengths.max()) > MAX_HOLES:
+            self.compact()
+
+    def compact(self) -> None:
+        """Move each row's real slots to the front, in order; drop the holes."""
+        width = int(self.lengths.max())
+        # A stable sort of "is a hole" puts real slots first, keeping their order.
+        order = torch.sort((~self.valid).long(), dim=1, stable=True).indices[:, :width]
+        for layer in self.cache.layers:
+            index = order[:, None, :, None].expand(-1, layer.keys.shape[1], -1, layer.keys.shape[3])
+            layer.keys = layer.keys.gather(2, index)
+            layer.values = layer.values.gather(2, index)
+        self.valid = torch.arange(width, device=self.device) < self.lengths.unsqueeze(1)
+
+    def select_rows(self, rows: torch.Tensor) -> None:
+        """Keep only `rows` (indices into the current batch), e.g. the unfinished ones."""
+        self.cache.batch_select_indices(rows)
+        self.valid, self.lengths = self.valid[rows], self.lengths[rows]
+
+    def _synchronize(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)

@@ -1,0 +1,88 @@
+"""`BatchedCachedLM`: every row sees exactly its own sequence, through ragged feeds and rollbacks.
+
+Each check compares the cached, batched logits of a row with a plain forward of that row's
+sequence alone (no cache, no padding).
+"""
+
+import pytest
+import torch
+
+from specnb.core.batch_kv import BatchedCachedLM
+from tiny_models import VOCAB, tiny_llama
+
+ATOL = 1e-4
+
+
+@pytest.fixture(scope="module")
+def model():
+    return tiny_llama(21)
+
+
+def last_logits_alone(model, sequence):
+    with torch.no_grad():
+        return model(torch.tensor([sequence])).logits[0, -1]
+
+
+def assert_rows_match(model, lm, sequences, logits):
+    for row, sequence in enumerate(sequences):
+        torch.testing.assert_close(logits[row], last_logits_alone(model, sequence), atol=ATOL,
+                                   rtol=0)
+        assert int(lm.lengths[row]) == len(sequence)
+
+
+def test_prefill_reads_each_rows_last_token(model):
+    prompts = [[5, 6, 7], [8], [9, 10, 11, 12, 13, 14], [15, 16]]
+    lm = BatchedCachedLM(model)
+    logits = lm.prefill(prompts)
+    assert logits.shape == (4, VOCAB)
+    assert_rows_match(model, lm, prompts, logits)
+    assert lm.num_forwards == 1
+
+
+@pytest.mark.parametrize("compact_every", [0, 1, 3])
+def test_ragged_feeds_and_rollbacks_match_rows_alone(model, compact_every):
+    generator = torch.Generator().manual_seed(compact_every)
+    sequences = [[3, 4, 5], [6], [7, 8, 9, 10, 11]]
+    lm = BatchedCachedLM(model)
+    lm.prefill(sequences)
+    for step in range(12):
+        width = int(torch.randint(1, 5, (1,), generator=generator))
+        new_ids = torch.randint(1, VOCAB, (3, width), generator=generator)
+        real = torch.randint(1, width + 1, (3,), generator=generator)  # real tokens per row
+        new_valid = torch.arange(width) >= (width - real).unsqueeze(1)  # padding on the left
+        logits = lm.forward(new_ids, new_valid, keep=1)[:, -1]
+        for row in range(3):
+            sequences[row] += new_ids[row, width - int(real[row]):].tolist()
+        assert_rows_match(model, lm, sequences, logits)
+        drop = torch.stack([torch.randint(0, int(real[row]) + 1, (1,), generator=generator)[0]
+                            for row in range(3)])
+        lm.rollback(drop)
+        for row in range(3):
+            sequences[row] = sequences[row][:len(sequences[row]) - int(drop[row])]
+        if compact_every and step % compact_every == 0:
+            lm.compact()
+            assert lm.num_slots == max(len(s) for s in sequences)
+    # After the last rollback, feeding one token per row still sees the rolled-back rows.
+    logits = lm.forward(torch.tensor([[1], [2], [3]]), keep=1)[:, -1]
+    assert_rows_match(model, lm, [s + [t] for s, t in zip(sequences, [1, 2, 3])], logits)
+
+
+def test_rollback_crops_slots_no_row_uses(model):
+    lm = BatchedCachedLM(model)
+    lm.prefill([[1, 2], [3, 4]])
+    lm.forward(torch.tensor([[5, 6, 7], [8, 9, 10]]))
+    lm.rollback(torch.tensor([3, 1]))  # row 0 back to 2 tokens, row 1 keeps 8, 9
+    assert lm.num_slots == 4 and lm.lengths.tolist() == [2, 4]
+    lm.rollback(torch.tensor([0, 2]))
+    assert lm.num_slots == 2
+
+
+def test_select_rows_keeps_the_chosen_rows(model):
+    sequences = [[1, 2, 3], [4, 5], [6, 7, 8, 9]]
+    lm = BatchedCachedLM(model)
+    lm.prefill(sequences)
+    lm.select_rows(torch.tensor([0, 2]))
+    logits = lm.forward(torch.tensor([[11], [12]]), keep=1)[:, -1]
+    assert_rows_match(model, lm, [sequences[0] + [11], sequences[2] + [12]], logits)
+    with pytest.raises(ValueError, match="select_rows"):
+        lm.forward(torch.tensor([[1], [2], [3]]))

@@ -1,0 +1,360 @@
+"""Tests of `specnb.checks`: right solutions pass, classic mistakes fail with the right hint.
+
+Each exercise's check is run on a reference solution (written here from scratch, as a student
+would) and on deliberately broken copies of it; a broken copy must raise `CheckFailed` whose
+message carries the hint that names its mistake. Checks that run a model use the tiny random
+Llama built inside `specnb.checks`, so nothing here needs the embedded model.
+"""
+
+import math
+
+import pytest
+import torch
+
+from specnb import checks
+from specnb.checks import CheckFailed
+from specnb.core import count_converged, ngram_lookup
+
+
+# ----------------------------------------------------------------------------------------------
+# Exercise 1: one position
+# ----------------------------------------------------------------------------------------------
+
+def accept_probability(p_x, q_x):
+    if q_x == 0:
+        return 1.0 if p_x > 0 else 0.0
+    return min(1.0, p_x / q_x)
+
+
+def residual_distribution(target_probs, draft_probs):
+    excess = (target_probs - draft_probs).clamp_min(0.0)
+    return excess / excess.sum() if excess.sum() > 0 else target_probs.clone()
+
+
+def make_verify_one(accept=accept_probability, residual=residual_distribution):
+    def verify_one(target_probs, draft_probs, draft_token, generator):
+        u = torch.rand((), generator=generator)
+        if u < accept(float(target_probs[draft_token]), float(draft_probs[draft_token])):
+            return draft_token
+        return int(torch.multinomial(residual(target_probs, draft_probs), 1, generator=generator))
+    return verify_one
+
+
+def expect_failure(check, fn, *hints, **kwargs):
+    with pytest.raises(CheckFailed) as info:
+        check(fn, **kwargs)
+    message = str(info.value)
+    for hint in hints:
+        assert hint in message, message
+    return message
+
+
+def test_exercise_1_reference_passes(capsys):
+    checks.check_accept_probability(accept_probability)
+    checks.check_residual(residual_distribution)
+    checks.check_verify_one(make_verify_one())
+    out = capsys.readouterr().out
+    assert out.count("✓") == 3 and "accept_probability passed" in out
+
+
+def test_accept_probability_without_min():
+    message = expect_failure(checks.check_accept_probability,
+                             lambda p, q: p / q if q else float(p > 0),
+                             "did you forget the min(1, ·)?")
+    assert "input:" in message and "expected:" in message and "got:" in message
+
+
+@pytest.mark.parametrize("broken, hint", [
+    (lambda p, q: min(1.0, p / q), "q(x) = 0 means the draft could not have proposed x"),
+    (lambda p, q: min(1.0, q / p) if p else 0.0, "upside down"),
+])
+def test_accept_probability_mistakes(broken, hint):
+    expect_failure(checks.check_accept_probability, broken, hint)
+
+
+@pytest.mark.parametrize("broken, hint", [
+    (lambda p, q: (p - q).clamp_min(0) / (p - q).clamp_min(0).sum(), "p = q"),  # NaN at p = q
+    (lambda p, q: (p - q) / (p - q).clamp_min(0).sum(), "negative entries"),
+    (lambda p, q: (p - q).clamp_min(0), "do not sum to 1"),
+    (lambda p, q: p.clone(), "you returned p itself"),
+    (lambda p, q: residual_distribution(q, p), "the sign is flipped"),
+])
+def test_residual_mistakes(broken, hint):
+    expect_failure(checks.check_residual, broken, hint)
+
+
+def test_verify_one_forgetting_the_residual_is_caught_in_law():
+    expect_failure(checks.check_verify_one,
+                   make_verify_one(residual=lambda p, q: p), "resample from p",
+                   "χ² p-value")
+
+
+def test_verify_one_never_rejecting_is_caught():
+    expect_failure(checks.check_verify_one, lambda p, q, token, generator: token, "p = 0")
+
+
+def test_verify_one_global_rng_is_caught():
+    def global_rng(target_probs, draft_probs, draft_token, generator):
+        return make_verify_one()(target_probs, draft_probs, draft_token, None)
+    expect_failure(checks.check_verify_one, global_rng, "`generator` argument")
+
+
+def test_not_implemented_says_so():
+    def stub(p_x, q_x):
+        raise NotImplementedError()
+    expect_failure(checks.check_accept_probability, stub, "not implemented yet",
+                   "raise NotImplementedError()")
+
+
+def test_student_exceptions_name_the_input():
+    message = expect_failure(checks.check_residual, lambda p, q: p[99], "raised IndexError")
+    assert "target_probs = [" in message
+
+
+# ----------------------------------------------------------------------------------------------
+# Exercise 2: batched verify
+# ----------------------------------------------------------------------------------------------
+
+def reference_verify(target_probs, draft_probs, draft_token_ids, bonus_token_ids, generator,
+                     *, use_min=True, residual=True, bonus=True, stop=True):
+    """Row by row, as a student might write it; the switches are the classic mistakes."""
+    batch, gamma, _ = target_probs.shape
+    out = torch.full((batch, gamma + 1), -1, dtype=torch.long)
+    for b in range(batch):
+        for j in range(gamma):
+            x = int(draft_token_ids[b, j])
+            p, q = target_probs[b, j], draft_probs[b, j]
+            ratio = float(p[x] / q[x]) if q[x] > 0 else float(p[x] > 0)
+            if torch.rand((), generator=generator) < (min(1.0, ratio) if use_min else ratio):
+                out[b, j] = x
+                continue
+            law = residual_distribution(p, q) if residual else p
+            out[b, j] = int(torch.multinomial(law, 1, generator=generator))
+            if stop:
+                break
+        else:
+            if bonus:
+                out[b, gamma] = bonus_token_ids[b, 0]
+    return out
+
+
+def test_exercise_2_reference_passes(capsys):
+    checks.check_verify(reference_verify, batch=4000)
+    assert "✓ verify passed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("switch, hint", [
+    ("residual", "(p − q)+"),
+    ("bonus", "did you forget the bonus?"),
+    ("stop", "stop at the first rejected draft"),
+])
+def test_verify_mistakes(switch, hint):
+    def broken(*args):
+        return reference_verify(*args, **{switch: False})
+    expect_failure(checks.check_verify, broken, hint, batch=4000)
+
+
+def test_verify_wrong_padding_and_dtype():
+    def zero_padded(*args):
+        out = reference_verify(*args)
+        return out.clamp_min(0)
+    expect_failure(checks.check_verify, zero_padded, "input:", batch=4000)
+    expect_failure(checks.check_verify, lambda *args: reference_verify(*args).int(), "int64",
+                   batch=4000)
+
+
+def test_verify_library_passes():
+    from specnb.core import verify
+    checks.check_verify(lambda p, q, ids, bonus, g: verify(p, q, ids, bonus, generator=g),
+                        batch=4000)
+
+
+# ----------------------------------------------------------------------------------------------
+# Exercise 3: n-gram lookup
+# ----------------------------------------------------------------------------------------------
+
+def reference_lookup(tokens, n_max, n_min, k, *, offset=None, self_match=False):
+    length = len(tokens)
+    for n in range(min(n_max, length - 1 + self_match), n_min - 1, -1):
+        tail, best = tokens[length - n:], None
+        for start in range(length - n - (0 if self_match else 1), -1, -1):
+            if tokens[start:start + n] == tail:
+                continuation = min(k, length - start - n)
+                if best is None or continuation > best[0]:
+                    best = (continuation, start)
+        if best is not None and k > 0:
+            source = best[1] + (n if offset is None else offset)
+            return tokens[source:source + best[0]]
+    return []
+
+
+def test_exercise_3_reference_and_library_pass(capsys):
+    checks.check_ngram_lookup(reference_lookup)
+    checks.check_ngram_lookup(lambda tokens, n_max, n_min, k: ngram_lookup(
+        tokens, n_max=n_max, n_min=n_min, k=k))  # an NgramDraft is accepted too
+    assert capsys.readouterr().out.count("✓ ngram_lookup passed") == 2
+
+
+@pytest.mark.parametrize("broken, hint", [
+    (lambda t, n_max, n_min, k: reference_lookup(t, n_max, n_min, k, offset=0), "off by one"),
+    (lambda t, n_max, n_min, k: reference_lookup(t, n_max, n_min, k, self_match=True),
+     "the tail matched itself"),
+    (lambda t, n_max, n_min, k: reference_lookup(t, n_max, n_min, k + 1), "longer than k"),
+    (lambda t, n_max, n_min, k: reference_lookup(t, n_min, n_min, k), "longest n first"),
+])
+def test_ngram_mistakes(broken, hint):
+    expect_failure(checks.check_ngram_lookup, broken, hint)
+
+
+# ----------------------------------------------------------------------------------------------
+# Exercise 4: Jacobi
+# ----------------------------------------------------------------------------------------------
+
+def reference_step(lm, prefix, guesses, *, shift=False, all_matches=False):
+    sequence = prefix + (guesses if shift else guesses[:-1])
+    refreshed = lm.logits(sequence, keep=len(guesses))[0].argmax(-1).tolist()
+    if all_matches:
+        return refreshed, max(1, sum(a == b for a, b in zip(guesses, refreshed)))
+    return refreshed, count_converged(guesses, refreshed)
+
+
+def make_decode(step=reference_step, trim=True, emit_all=False, fresh_guesses=False):
+    def jacobi_decode(lm, prompt, block, max_new_tokens):
+        new_tokens, guesses = [], [prompt[-1]] * block
+        while len(new_tokens) < max_new_tokens:
+            if trim:
+                guesses = guesses[:max_new_tokens - len(new_tokens)]
+            refreshed, num_converged = step(lm, prompt + new_tokens, guesses)
+            new_tokens += refreshed if emit_all else refreshed[:num_converged]
+            guesses = refreshed[num_converged:] + [refreshed[-1]] * num_converged
+            guesses = [prompt[-1]] * block if fresh_guesses else guesses[:block]
+        return new_tokens
+    return jacobi_decode
+
+
+def test_exercise_4_reference_passes(capsys):
+    checks.check_jacobi_step(reference_step)
+    checks.check_jacobi_loop(make_decode())
+    out = capsys.readouterr().out
+    assert "✓ jacobi_step passed" in out and "✓ jacobi_decode passed" in out
+
+
+@pytest.mark.parametrize("broken, hint", [
+    (lambda lm, p, g: reference_step(lm, p, g, shift=True), "shifted by one"),
+    (lambda lm, p, g: reference_step(lm, p, g, all_matches=True), "*leading* run"),
+    (lambda lm, p, g: (reference_step(lm, p, g)[0], 0), "at least 1"),
+])
+def test_jacobi_step_mistakes(broken, hint):
+    expect_failure(checks.check_jacobi_step, broken, hint)
+
+
+def test_jacobi_step_one_forward_per_position_is_caught():
+    def slow_step(lm, prefix, guesses):
+        refreshed = [int(lm.logits(prefix + guesses[:i], keep=1)[0, -1].argmax())
+                     for i in range(len(guesses))]
+        return refreshed, count_converged(guesses, refreshed)
+    expect_failure(checks.check_jacobi_step, slow_step, "one call")
+
+
+@pytest.mark.parametrize("kwargs, hint", [
+    (dict(trim=False), "too many tokens"),
+    (dict(emit_all=True), "first wrong token"),
+    (dict(fresh_guesses=True), "start each block from the unconverged refreshed guesses"),
+])
+def test_jacobi_loop_mistakes(kwargs, hint):
+    expect_failure(checks.check_jacobi_loop, make_decode(**kwargs), hint)
+
+
+def test_plain_greedy_loop_is_not_jacobi():
+    def one_token_at_a_time(lm, prompt, block, max_new_tokens):
+        tokens = []
+        for _ in range(max_new_tokens):
+            tokens.append(int(lm.logits(prompt + tokens, keep=1)[0, -1].argmax()))
+        return tokens
+    expect_failure(checks.check_jacobi_loop, one_token_at_a_time, "forwards")
+
+
+def test_reference_loop_over_the_library_step_passes():
+    from specnb.core import jacobi_step
+
+    def library_step(lm, prefix, guesses):
+        step = jacobi_step(lm, prefix, guesses)
+        return step  # a JacobiStep is accepted as well as a tuple
+    checks.check_jacobi_step(library_step)
+    checks.check_jacobi_loop(make_decode(step=lambda lm, p, g: tuple(
+        vars(jacobi_step(lm, p, g)).values())))
+
+
+# ----------------------------------------------------------------------------------------------
+# Exercise 5: α̂, ĉ, the speedup formula and γ*
+# ----------------------------------------------------------------------------------------------
+
+def alpha_from_trace(result):
+    overlaps = [d.overlap for it in result.trace for d in it.drafted if d.status != "unverified"]
+    return sum(overlaps) / len(overlaps)
+
+
+def cost_ratio(spec, ar):
+    return (spec.stats.draft_s / spec.stats.draft_forwards) / (
+        ar.stats.target_s / ar.stats.target_forwards)
+
+
+def speedup(alpha, gamma, c):
+    tokens = gamma + 1 if alpha == 1 else (1 - alpha ** (gamma + 1)) / (1 - alpha)
+    return tokens / (gamma * c + 1)
+
+
+def best_gamma(alpha, c, max_gamma):
+    return max(range(max_gamma + 1), key=lambda g: speedup(alpha, g, c))
+
+
+def test_exercise_5_reference_passes(capsys):
+    checks.check_estimate_alpha(alpha_from_trace)
+    checks.check_cost_ratio(cost_ratio)
+    checks.check_predicted_speedup(speedup)
+    checks.check_best_gamma(best_gamma)
+    assert capsys.readouterr().out.count("✓") == 4
+
+
+@pytest.mark.parametrize("check, broken, hint", [
+    (checks.check_estimate_alpha, lambda r: sum(d.overlap for it in r.trace for d in it.drafted)
+     / sum(len(it.drafted) for it in r.trace), "skip the unverified drafts"),
+    (checks.check_estimate_alpha, lambda r: r.stats.accepted / r.stats.drafted,
+     "not accepted / drafted"),
+    (checks.check_cost_ratio, lambda s, a: cost_ratio(s, s), "autoregressive run's mean target"),
+    (checks.check_cost_ratio, lambda s, a: s.stats.draft_s / a.stats.target_s, "mean times"),
+    (checks.check_predicted_speedup, lambda a, g, c: (1 - a ** (g + 1)) / (1 - a) / (g * c + 1),
+     "0/0"),
+    (checks.check_predicted_speedup, lambda a, g, c: speedup(a, g - 1, c) * (g * c) /
+     (g * c) if g else speedup(a, g, c), "input:"),
+    (checks.check_best_gamma, lambda a, c, m: max(range(1, m + 1), key=lambda g: speedup(a, g, c)),
+     "γ = 0"),
+    (checks.check_best_gamma, lambda a, c, m: max(range(m), key=lambda g: speedup(a, g, c)),
+     "range(max_gamma + 1)"),
+])
+def test_exercise_5_mistakes(check, broken, hint):
+    expect_failure(check, broken, hint)
+
+
+def test_measurements_and_timing_table_check_consistency_only(capsys):
+    spec = checks.gamma._fake_run(torch.Generator().manual_seed(0), 6)
+    spec.stats.draft_forwards, spec.stats.draft_s = 10, 0.2
+    ar = checks.gamma.GenerationResult("autoregressive", [[]], checks.gamma.Stats(), [])
+    ar.stats.target_forwards, ar.stats.target_s = 8, 0.8
+    alpha_hat, c_hat = alpha_from_trace(spec), cost_ratio(spec, ar)
+    best = best_gamma(alpha_hat, c_hat, 16)
+    checks.check_measurements(alpha_hat, c_hat, best, spec, ar)
+    with pytest.raises(CheckFailed, match="best_gamma"):
+        checks.check_measurements(alpha_hat, c_hat, best + 1, spec, ar)
+    with pytest.raises(CheckFailed, match="alpha_from_trace"):
+        checks.check_measurements(spec.stats.acceptance_rate + 0.1, c_hat, best, spec, ar)
+
+    rows = [{"gamma": g, "ar_seconds": 1.0, "spec_seconds": s, "measured": 1.0 / s,
+             "predicted": speedup(alpha_hat, g, c_hat)} for g, s in ((1, 1.3), (4, 0.7))]
+    checks.check_timing_table(rows, alpha_hat, c_hat)  # slower with γ = 1 is fine: noisy clocks
+    inverted = [dict(row, measured=row["spec_seconds"] / row["ar_seconds"]) for row in rows]
+    with pytest.raises(CheckFailed, match="upside down"):
+        checks.check_timing_table(inverted, alpha_hat, c_hat)
+    with pytest.raises(CheckFailed, match="at least two different"):
+        checks.check_timing_table(rows[:1], alpha_hat, c_hat)
+    assert math.isfinite(c_hat) and "✓ timing table passed" in capsys.readouterr().out

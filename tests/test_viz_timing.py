@@ -1,0 +1,145 @@
+"""specnb.viz.timing: the race on tiny models, γ tables from hand-made records, plots, loading."""
+
+import json
+import math
+
+import matplotlib.pyplot as plt
+import pytest
+
+import specnb
+from specnb.viz.timing import (format_race, format_targets, gamma_table, load_records,
+                               plot_latency_curves, plot_speedup_vs_gamma,
+                               predicted_with_block_cost, race, relative_cost, targets_check)
+
+
+def spec_line(gamma, speedup, predicted, alpha, cost):
+    return {"method": f"ours speculative γ={gamma}", "speedup_vs_ours_ar": speedup,
+            "predicted": predicted, "alpha_hat": alpha, "c_hat": cost}
+
+
+RECORD = {"device": "CPU test", "summary": {"all": [
+    {"method": "ours autoregressive", "speedup_vs_ours_ar": 1.0, "predicted": math.nan,
+     "alpha_hat": math.nan, "c_hat": math.nan},
+    spec_line(4, 0.8, 0.9, 0.4, 0.2), spec_line(2, 0.9, 1.0, 0.6, 0.1),
+    {"method": "HF assisted γ=2", "speedup_vs_ours_ar": 0.7, "predicted": math.nan,
+     "alpha_hat": math.nan, "c_hat": math.nan}]}}
+
+
+def test_gamma_table_hand_computed():
+    table = gamma_table(RECORD)
+    assert table["gammas"] == [2, 4]  # sorted by γ
+    assert table["ours"] == [0.9, 0.8] and table["predicted"] == [1.0, 0.9]
+    assert table["hf_assisted"][0] == 0.7 and math.isnan(table["hf_assisted"][1])
+    assert table["alpha_hat"] == pytest.approx(0.5) and table["c_hat"] == pytest.approx(0.15)
+
+
+def test_gamma_table_bad_input():
+    with pytest.raises(ValueError, match="group"):
+        gamma_table(RECORD, "input-grounded")
+    with pytest.raises(ValueError, match="speculative"):
+        gamma_table({"summary": {"all": RECORD["summary"]["all"][:1]}})
+
+
+def test_speedup_vs_gamma_plot():
+    fig = plot_speedup_vs_gamma(RECORD, max_gamma=6)
+    axes = fig.axes[0]
+    curve, per_run, ours, hf, _ = axes.get_lines()
+    assert list(curve.get_xdata()) == list(range(7))
+    # pooled α̂ = 0.5, ĉ = 0.15: γ = 1 -> 1.5 / 1.15
+    assert curve.get_ydata()[1] == pytest.approx(1.5 / 1.15)
+    assert list(ours.get_ydata()) == [0.9, 0.8] and list(per_run.get_ydata()) == [1.0, 0.9]
+    assert axes.get_xlabel().startswith("γ") and "speedup" in axes.get_ylabel()
+    assert "CPU test" in axes.get_title()
+    plt.close(fig)
+
+
+def test_latency_curves_plot():
+    cpu = {"token_counts": [1, 2, 4], "median_ms": [10.0, 12.0, 20.0]}
+    gpu = {"token_counts": [1, 4, 16], "median_ms": [2.0, 2.0, 3.0]}
+    fig = plot_latency_curves({"cpu": cpu, "gpu": gpu})
+    absolute, relative = fig.axes
+    assert list(absolute.get_lines()[1].get_ydata()) == [2.0, 2.0, 3.0]
+    assert list(relative.get_lines()[0].get_ydata()) == [1.0, 1.2, 2.0]
+    assert list(relative.get_lines()[2].get_ydata()) == [1, 2, 4, 16]  # the k× line
+    for axes in fig.axes:
+        assert axes.get_xlabel() == "new tokens scored in one forward, k" and axes.get_title()
+    plt.close(fig)
+    with pytest.raises(ValueError, match="k = 1"):
+        plot_latency_curves({"no k=1": {"token_counts": [2], "median_ms": [1.0]}})
+    with pytest.raises(ValueError, match="at least one"):
+        plot_latency_curves({})
+
+
+def test_race_greedy_is_identical(target, drafts, prompts):
+    pristine = drafts["perturbed"].generation_config
+    result = race(target, drafts["perturbed"], prompts[1], gamma=3, max_new_tokens=10)
+    assert result["identical"] is True
+    assert set(result["new_tokens"].values()) == {10}
+    forwards = result["target_forwards"]
+    assert forwards["ours autoregressive"] == 10
+    assert 1 <= forwards["ours speculative γ=3"] <= 10 and 1 <= forwards["HF assisted γ=3"] <= 10
+    assert 0 <= result["alpha_hat"] <= 1 and result["c_hat"] > 0 and result["predicted"] > 0
+    assert result["speedup"] > 0 and result["speedup_vs_hf_assisted"] > 0
+    assert drafts["perturbed"].generation_config is pristine  # restored after the HF run
+    text = format_race(result)
+    assert "γ = 3" in text and text.endswith("yes") and len(text.splitlines()) == 7
+
+
+def test_race_sampled_is_reproducible(target, drafts, prompts):
+    first = race(target, drafts["perturbed"], prompts[0], gamma=2, temperature=0.8,
+                 max_new_tokens=8, seed=3)
+    second = race(target, drafts["perturbed"], prompts[0], gamma=2, temperature=0.8,
+                  max_new_tokens=8, seed=3)
+    assert first["identical"] is None and "(sampled" in format_race(first)
+    assert first["alpha_hat"] == second["alpha_hat"]
+    assert first["target_forwards"] == second["target_forwards"]
+
+
+@pytest.mark.parametrize("kwargs, name", [({"gamma": 0}, "gamma"), ({"gamma": 1.5}, "gamma"),
+                                          ({"temperature": -0.1}, "temperature")])
+def test_race_bad_input(target, drafts, prompts, kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        race(target, drafts["perturbed"], prompts[0], **kwargs)
+
+
+def test_load_records(tmp_path):
+    assert load_records(tmp_path) == {}
+    (tmp_path / "bench-gpu-h100.json").write_text(json.dumps({"device": "H100"}))
+    (tmp_path / "bench-cpu.json").write_text(json.dumps({"device": "CPU"}))
+    assert load_records(tmp_path) == {"bench-gpu-h100.json": {"device": "H100"}}
+    assert list(load_records(tmp_path, "bench-*.json")) == ["bench-cpu.json", "bench-gpu-h100.json"]
+    with pytest.raises(ValueError, match="does not exist"):
+        load_records(tmp_path / "missing")
+
+
+def test_relative_cost_interpolates():
+    latency = {"token_counts": [1, 2, 4], "median_ms": [10.0, 12.0, 20.0]}
+    assert relative_cost(latency, 1) == 1.0 and relative_cost(latency, 4) == 2.0
+    assert relative_cost(latency, 3) == pytest.approx(1.6)
+    with pytest.raises(ValueError, match="outside"):
+        relative_cost(latency, 8)
+
+
+def test_predicted_with_block_cost_hand_computed():
+    assert predicted_with_block_cost(0.5, 2, 0.1, 1.25) == pytest.approx(1.75 / 1.45)
+    assert predicted_with_block_cost(0.8, 4, 0.05, 1.0) == pytest.approx(
+        specnb.predicted_speedup(0.8, 4, 0.05))
+    with pytest.raises(ValueError, match="block_cost"):
+        predicted_with_block_cost(0.5, 2, 0.1, 0.0)
+    with pytest.raises(ValueError, match="alpha"):
+        predicted_with_block_cost(1.5, 2, 0.1, 1.0)
+
+
+def test_targets_check():
+    record = {"summary": {
+        "all": [{"method": "ours speculative γ=2", "speedup_vs_peer": 1.25,
+                 "measured_over_predicted": 0.85},
+                {"method": "HF assisted γ=2", "speedup_vs_peer": math.nan}],
+        "input-grounded": [{"method": "ours prompt lookup k=10", "speedup_vs_peer": 1.05}]}}
+    checks = targets_check(record)
+    assert [(c["value"], c["target"], c["met"]) for c in checks] == [
+        (1.25, 1.2, True), (1.05, 1.1, False), (0.85, 0.9, False)]
+    text = format_targets(checks)
+    assert text.count("not met") == 2 and "HF prompt lookup" in text
+    with pytest.raises(ValueError, match="summary"):
+        targets_check({})
