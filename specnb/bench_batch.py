@@ -1,4 +1,4 @@
-"""`python -m specnb.bench_batch`: throughput of batched decoding against batch size, in one process.
+"""`python -m specnb.bench_batch`: batched throughput against batch size, in one process.
 
 For each batch size B, the first B eval prompts (cycled past 24) run through our batched
 autoregressive, speculative and prompt-lookup loops and through transformers' batched greedy
@@ -124,7 +124,8 @@ def run(args, pair=None) -> dict:
     forward = measure_batch_forward(target, args.batch_sizes, [1, args.gamma + 1])
     return {"settings": {k: v for k, v in vars(args).items() if k != "out"},
             "device": torch.cuda.get_device_name(device) if device.type == "cuda"
-            else f"CPU {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads",
+            else f"CPU {platform.processor() or platform.machine()}, "
+                 f"{torch.get_num_threads()} threads",
             "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                          "python": platform.python_version()},
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

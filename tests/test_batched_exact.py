@@ -35,8 +35,9 @@ def exact_joint(model, temperature):
     with torch.no_grad():
         first = torch.softmax(model(ids).logits[0, -1] / temperature, -1)
         pairs = torch.cartesian_prod(torch.arange(VOCAB), torch.arange(VOCAB))  # [V², 2]
-        seconds = torch.softmax(model(torch.cat([ids.expand(VOCAB, -1), torch.arange(VOCAB)[:, None]],
-                                                1)).logits[:, -1] / temperature, -1)  # [V, V]
+        singles = torch.arange(VOCAB)[:, None]
+        seconds = torch.softmax(model(torch.cat([ids.expand(VOCAB, -1), singles], 1))
+                                .logits[:, -1] / temperature, -1)  # [V, V]
         thirds = torch.softmax(model(torch.cat([ids.expand(VOCAB ** 2, -1), pairs], 1))
                                .logits[:, -1] / temperature, -1)  # [V², V]
     return (first[:, None, None] * seconds[:, :, None] * thirds.view(VOCAB, VOCAB, VOCAB)).flatten()

@@ -18,41 +18,26 @@ compacted when holes pile up. Finished rows leave with `select_rows`.
 It does not sample, verify or decide what to feed; the loops in `specnb.methods` do.
 """
 
-import inspect
 import time
 
 import torch
 from transformers import DynamicCache
 
-from .kv import ForwardLog, crop_cache
+from .kv import TimedModel, crop_cache
 
 # Compact when the cache has this many more slots than its longest row (holes from rollbacks).
 MAX_HOLES = 64
 
 
-class BatchedCachedLM:
+class BatchedCachedLM(TimedModel):
     """A causal LM plus one KV cache for B rows of different lengths."""
 
     def __init__(self, model, pad_token_id: int = 0):
-        self.model = model.eval()
-        self.device = next(model.parameters()).device
+        super().__init__(model)
         self.pad_token_id = int(pad_token_id)
-        params = inspect.signature(model.forward).parameters
-        # transformers 5.24 renamed `past_key_values` to `cache`; accept either release.
-        self._cache_kwarg = "cache" if "cache" in params else "past_key_values"
-        self._can_keep = "logits_to_keep" in params
         self.cache = DynamicCache()
         self.valid = None  # [B, S] bool: slot s holds a real token of row b
         self.lengths = None  # [B] int64: real tokens per row = the next position id
-        self.log = ForwardLog()
-
-    @property
-    def num_forwards(self) -> int:
-        return len(self.log.seconds)
-
-    @property
-    def forward_seconds(self) -> float:
-        return sum(self.log.seconds)
 
     @property
     def num_slots(self) -> int:
@@ -60,7 +45,7 @@ class BatchedCachedLM:
 
     @torch.inference_mode()
     def prefill(self, prompts: list) -> torch.Tensor:
-        """Run ragged prompts (lists of ids, right-padded here); return each row's last logits `[B, V]`."""
+        """Run ragged prompts (lists of ids; right-padded here); return last logits `[B, V]`."""
         lengths = torch.tensor([len(p) for p in prompts], device=self.device)
         width = int(lengths.max())
         ids = torch.full((len(prompts), width), self.pad_token_id, dtype=torch.long)
@@ -145,7 +130,3 @@ class BatchedCachedLM:
         """Keep only `rows` (indices into the current batch), e.g. the unfinished ones."""
         self.cache.batch_select_indices(rows)
         self.valid, self.lengths = self.valid[rows], self.lengths[rows]
-
-    def _synchronize(self) -> None:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)

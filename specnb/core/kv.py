@@ -51,24 +51,16 @@ class ForwardLog:
     seconds: list = field(default_factory=list)
 
 
-class CachedLM:
-    """A causal LM plus its KV cache for one growing (and sometimes shrinking) sequence."""
+class TimedModel:
+    """What the cache wrappers share: the model, its keyword names, and the log of forwards."""
 
     def __init__(self, model):
         self.model = model.eval()
         self.device = next(model.parameters()).device
-        self.vocab_size = model.get_output_embeddings().weight.shape[0]
-        self.max_positions = getattr(model.config, "max_position_embeddings", None)
         params = inspect.signature(model.forward).parameters
         # transformers 5.24 renamed `past_key_values` to `cache`; accept either release.
         self._cache_kwarg = "cache" if "cache" in params else "past_key_values"
         self._can_keep = "logits_to_keep" in params
-        self.reset()
-
-    def reset(self) -> None:
-        """Forget the cache and the counters."""
-        self.cache = DynamicCache()
-        self.cached_ids: list[int] = []
         self.log = ForwardLog()
 
     @property
@@ -78,6 +70,26 @@ class CachedLM:
     @property
     def forward_seconds(self) -> float:
         return sum(self.log.seconds)
+
+    def _synchronize(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+
+class CachedLM(TimedModel):
+    """A causal LM plus its KV cache for one growing (and sometimes shrinking) sequence."""
+
+    def __init__(self, model):
+        super().__init__(model)
+        self.vocab_size = model.get_output_embeddings().weight.shape[0]
+        self.max_positions = getattr(model.config, "max_position_embeddings", None)
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the cache and the counters."""
+        self.cache = DynamicCache()
+        self.cached_ids: list[int] = []
+        self.log = ForwardLog()
 
     @torch.inference_mode()
     def logits(self, sequence, keep: int = 1) -> torch.Tensor:
@@ -108,7 +120,3 @@ class CachedLM:
 
         self.cached_ids = sequence
         return out.logits[:, -keep:, :]
-
-    def _synchronize(self) -> None:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)

@@ -47,7 +47,7 @@ class _Run:
                target_s=self.target_lm.log.seconds[-1])
 
     def drop_finished(self, *caches) -> torch.Tensor | None:
-        """Remove finished rows from the batch; return the kept indices, or None when all are done."""
+        """Drop finished rows from the batch; return the kept indices (None when all are done)."""
         finished = self.out.finished[self.rows]
         if bool(finished.all()):  # the loop's one host sync per iteration
             return None
@@ -63,7 +63,7 @@ class _Run:
 
     def verify(self, draft_ids, draft_probs, num_drafts):
         """Score `[pending, drafts]` with the target, verify, roll back; emit and record."""
-        num_rows, width = draft_ids.shape
+        width = draft_ids.shape[1]
         logits = self.target_lm.forward(torch.cat([self.pending.unsqueeze(1), draft_ids], 1))
         target_probs = logits_to_probs(logits, self.temperature)  # [A, K+1, V]
         verify_start = time.perf_counter()
@@ -132,7 +132,8 @@ def speculative_batched(target, draft, input_ids, *, gamma, max_new_tokens, atte
             draft_ids.append(run.draw(draft_rows[-1]))
             unseen, unseen_valid = draft_ids[-1].unsqueeze(1), None
         draft_s = time.perf_counter() - draft_start
-        num_rows, vocab = run.pending.shape[0], draft_lm.model.get_output_embeddings().weight.shape[0]
+        num_rows = run.pending.shape[0]
+        vocab = draft_lm.model.get_output_embeddings().weight.shape[0]
         draft_ids = torch.stack(draft_ids, 1) if gamma else run.pending.new_zeros(num_rows, 0)
         draft_probs = torch.stack(draft_rows, 1) if gamma else torch.zeros(
             num_rows, 0, vocab, device=run.device)

@@ -59,7 +59,7 @@ def plot_batch_throughput(record: dict) -> Figure:
 def cache_layout(valid, tokens=None) -> str:
     """One line per row: `█` a real token's slot, `·` padding or a rolled-back draft.
 
-    Example: [[1, 1, 0, 1], [1, 0, 0, 1]] -> "row 0 |██·█|  3 tokens" and "row 1 |█··█|  2 tokens".
+    Example: [[1, 1, 0, 1], [1, 0, 0, 1]] -> "row 0 |██·█|  3 tokens", "row 1 |█··█|  2 tokens".
     """
     lines = []
     for row, slots in enumerate(valid.tolist() if hasattr(valid, "tolist") else valid):
