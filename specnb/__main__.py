@@ -1,4 +1,7 @@
-"""`python -m specnb` (what `make run` runs): the four methods on the embedded default model."""
+"""`python -m specnb` (what `make run` runs): the four methods on the embedded default model.
+
+Each prompt alone first (a table per prompt and method), then all prompts as one batch.
+"""
 
 import argparse
 
@@ -51,6 +54,26 @@ def main(argv=None) -> None:
             rows.append((prompt["id"], prompt["group"], name, result.stats,
                          result.tokens[0] == reference))
     print_table(rows)
+    batch = [chat_ids(tokenizer, p["prompt"], device=target.device) for p in prompts]
+    print_batched(runs, batch, rows)
+
+
+def print_batched(runs, batch, rows) -> None:
+    """The same prompts as one ragged batch: throughput, and each row against its lone run."""
+    print(f"\nthe same {len(batch)} prompts as one batch (ragged lengths, rows at their own pace):")
+    alone = {name: [] for name in runs}
+    for _, _, name, stats, _ in rows:
+        alone[name].append(stats.wall_s)
+    reference = None
+    for name, run in runs.items():
+        if name.startswith("jacobi"):  # Jacobi decodes one prompt at a time
+            continue
+        result = run(batch)
+        reference = reference or result.tokens
+        same = sum(a == b for a, b in zip(result.tokens, reference))
+        print(f"  {name:<22} {result.stats.new_tokens / result.stats.wall_s:6.1f} tok/s batched "
+              f"vs {result.stats.new_tokens / sum(alone[name]):6.1f} one prompt at a time; "
+              f"rows = AR greedy: {same}/{len(batch)}")
 
 
 def print_table(rows) -> None:

@@ -1,0 +1,17 @@
+"""`python -m specnb` (what `make run` runs), on a tiny budget: every output equals AR greedy."""
+
+import pytest
+
+from specnb.__main__ import main
+
+pytestmark = pytest.mark.embedded
+
+
+def test_make_run_prints_every_method_alone_and_batched(capsys):
+    main(["--prompts", "2", "--max-new-tokens", "6", "--gamma", "2", "--num-pred", "3",
+          "--block", "3"])
+    out = capsys.readouterr().out
+    table = [line for line in out.splitlines() if "greedy" not in line and " yes" in line]
+    assert len(table) == 2 * 4 and " NO" not in out  # 2 prompts × 4 methods, all equal to AR
+    batched = [line for line in out.splitlines() if "tok/s batched" in line]
+    assert len(batched) == 3 and all(line.endswith("rows = AR greedy: 2/2") for line in batched)
