@@ -36,37 +36,34 @@ def grading(cell) -> dict:
     return cell.get("metadata", {}).get("nbgrader", {})
 
 
-def replace_solution_regions(source: str, stub: str) -> tuple[str, bool]:
-    """Replace each solution region by the stub, indented like its BEGIN line (nbgrader's rule)."""
-    lines, inside, replaced = [], False, False
+def replace_regions(source: str, begin: str, end: str, stub: str | None) -> tuple[str, bool]:
+    """Replace each `begin` … `end` region (marker lines included) by `stub`, indented like its
+    begin line (nbgrader's rule), or drop it when `stub` is None; also say whether any was found."""
+    lines, inside, found = [], False, False
     for line in source.split("\n"):
-        if BEGIN_SOLUTION in line:
+        if begin in line:
             if inside:
-                raise ValueError("nested BEGIN SOLUTION")
-            inside = replaced = True
-            indent = re.match(r"\s*", line).group(0)
-            lines += [indent + stub_line for stub_line in stub.split("\n")]
-        elif END_SOLUTION in line:
+                raise ValueError(f"nested {begin.lstrip('# ')}")
+            inside = found = True
+            if stub is not None:
+                indent = re.match(r"\s*", line).group(0)
+                lines += [indent + stub_line for stub_line in stub.split("\n")]
+        elif end in line:
             inside = False
         elif not inside:
             lines.append(line)
     if inside:
-        raise ValueError("BEGIN SOLUTION without END SOLUTION")
-    return "\n".join(lines), replaced
+        raise ValueError(f"{begin.lstrip('# ')} without {end.lstrip('# ')}")
+    return "\n".join(lines), found
+
+
+def replace_solution_regions(source: str, stub: str) -> tuple[str, bool]:
+    """Replace each solution region by the stub."""
+    return replace_regions(source, BEGIN_SOLUTION, END_SOLUTION, stub)
 
 
 def remove_hidden_tests(source: str) -> tuple[str, bool]:
-    lines, inside, removed = [], False, False
-    for line in source.split("\n"):
-        if BEGIN_HIDDEN in line:
-            inside = removed = True
-        elif END_HIDDEN in line:
-            inside = False
-        elif not inside:
-            lines.append(line)
-    if inside:
-        raise ValueError("BEGIN HIDDEN TESTS without END HIDDEN TESTS")
-    return "\n".join(lines), removed
+    return replace_regions(source, BEGIN_HIDDEN, END_HIDDEN, None)
 
 
 def student_version(notebook):

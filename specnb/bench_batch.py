@@ -26,6 +26,8 @@ from .bench import DTYPES, timed
 from .core.batch_kv import BatchedCachedLM
 from .data import DATA_DIR, GROUPS, load_prompts
 from .models import chat_ids
+from .methods.batch_common import pad_token_id
+from .methods.common import cut_at_eos, eos_token_ids
 from .pairs import load_pair
 from .viz.batching import plot_batch_throughput
 
@@ -42,21 +44,14 @@ def batch_of_prompts(tokenizer, batch: int, device, group=None) -> list:
 def hf_batched_generate(target, prompts, max_new_tokens) -> list:
     """transformers' batched greedy generate (left padding); new tokens per row, cut at EOS."""
     width = max(p.shape[1] for p in prompts)
-    pad = target.generation_config.pad_token_id
-    pad = pad if isinstance(pad, int) else 0
+    pad = pad_token_id(target)
     ids = torch.full((len(prompts), width), pad, dtype=torch.long, device=prompts[0].device)
     mask = torch.zeros_like(ids)
     for row, prompt in enumerate(prompts):
         ids[row, width - prompt.shape[1]:], mask[row, width - prompt.shape[1]:] = prompt[0], 1
     out = target.generate(ids, attention_mask=mask, max_new_tokens=max_new_tokens,
                           do_sample=False, pad_token_id=pad)[:, width:].tolist()
-    eos = target.generation_config.eos_token_id
-    eos = {eos} if isinstance(eos, int) else set(eos or [])
-    cut = []
-    for row in out:
-        ends = [i for i, t in enumerate(row) if t in eos]
-        cut.append(row[:ends[0] + 1] if ends else row)
-    return cut
+    return [cut_at_eos(row, eos_token_ids(target)) for row in out]
 
 
 def measure_batch_forward(model, batch_sizes, tokens_per_row, prefix_len=128, repeats=7) -> dict:

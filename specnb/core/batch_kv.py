@@ -107,12 +107,14 @@ class BatchedCachedLM(TimedModel):
         rank_from_end = self.valid.flip(1).long().cumsum(1).flip(1)
         self.valid = self.valid & (rank_from_end > num_tokens.unsqueeze(1))
         self.lengths = self.lengths - num_tokens
-        used = self.valid.any(0)  # [S]; one host read below decides how much to crop
-        num_used = int(used.nonzero().max()) + 1
+        # Slots up to the last one any row still uses; with the longest row, one host read.
+        slot_numbers = torch.arange(1, self.num_slots + 1, device=self.device)
+        num_used, longest = torch.stack([(self.valid.any(0) * slot_numbers).max(),
+                                         self.lengths.max()]).tolist()
         if num_used < self.num_slots:
             crop_cache(self.cache, self.num_slots - num_used)
             self.valid = self.valid[:, :num_used]
-        if self.num_slots - int(self.lengths.max()) > MAX_HOLES:
+        if self.num_slots - longest > MAX_HOLES:
             self.compact()
 
     def compact(self) -> None:

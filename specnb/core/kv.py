@@ -57,6 +57,7 @@ class TimedModel:
     def __init__(self, model):
         self.model = model.eval()
         self.device = next(model.parameters()).device
+        self.vocab_size = model.get_output_embeddings().weight.shape[0]
         params = inspect.signature(model.forward).parameters
         # transformers 5.24 renamed `past_key_values` to `cache`; accept either release.
         self._cache_kwarg = "cache" if "cache" in params else "past_key_values"
@@ -81,7 +82,6 @@ class CachedLM(TimedModel):
 
     def __init__(self, model):
         super().__init__(model)
-        self.vocab_size = model.get_output_embeddings().weight.shape[0]
         self.max_positions = getattr(model.config, "max_position_embeddings", None)
         self.reset()
 

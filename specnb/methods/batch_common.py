@@ -119,7 +119,7 @@ class BatchOutput:
 
 def record(trace: list, rows: list, emitted: list, accepted=None, drafted=None, **seconds) -> None:
     """One `Iteration` for the whole batch: per-row emitted tokens (and drafts) in `info`."""
-    info = {"rows": rows, "emitted": emitted}
+    info = {"rows": list(rows), "emitted": emitted}
     if accepted is not None:
         info["accepted"], info["drafted"] = accepted, drafted
     trace.append(Iteration(info=info, **seconds))

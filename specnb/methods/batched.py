@@ -27,41 +27,50 @@ from .common import GenerationResult, Stats, check_same_vocab, eos_token_ids
 
 
 class _Run:
-    """The state every batched loop shares: active rows, the output, the stats and the trace."""
+    """The state every batched loop shares: active rows, the output, the stats and the trace.
+
+    Host reads are batched: one per iteration to learn which rows finished (`drop_finished`),
+    one to record what was emitted, and one per cache rollback.
+    """
 
     def __init__(self, target, prompts, max_new_tokens, temperature, generator, eos_token_id):
         self.temperature, self.generator = temperature, generator
         self.target_lm = BatchedCachedLM(target, pad_token_id(target))
         self.device = self.target_lm.device
-        self.rows = torch.arange(len(prompts), device=self.device)  # original index of each row
+        self.row_ids = list(range(len(prompts)))  # original index of each running row (host)
+        self.rows = torch.arange(len(prompts), device=self.device)  # the same, on the device
         self.out = BatchOutput(len(prompts), max_new_tokens, eos_token_ids(target, eos_token_id),
                                self.device)
         self.stats, self.trace = Stats(), []
         self.start = time.perf_counter()
         # The prompts' forward gives every row its first token.
-        logits = self.target_lm.prefill(prompts)
-        self.pending = draw(logits_to_probs(logits, temperature), temperature, generator=generator)
+        self.emit_one(self.target_lm.prefill(prompts))
+
+    def emit_one(self, logits) -> None:
+        """Draw one token per row from `logits [A, V]`, append it and record the step."""
+        self.pending = self.draw(logits_to_probs(logits, self.temperature))
         kept = self.out.extend(self.rows, self.pending.unsqueeze(1))
-        record(self.trace, self.rows.tolist(), [[t] if k else [] for t, k in
-                                                 zip(self.pending.tolist(), kept.tolist())],
-               target_s=self.target_lm.log.seconds[-1])
+        emitted = [[t] if k else [] for t, k in torch.stack([self.pending, kept], 1).tolist()]
+        record(self.trace, self.row_ids, emitted, target_s=self.target_lm.log.seconds[-1])
 
     def drop_finished(self, *caches) -> torch.Tensor | None:
         """Drop finished rows from the batch; return the kept indices (None when all are done)."""
-        finished = self.out.finished[self.rows]
-        if bool(finished.all()):  # the loop's one host sync per iteration
+        finished = self.out.finished[self.rows].tolist()  # the loop's host read of its state
+        keep = [i for i, done in enumerate(finished) if not done]
+        if not keep:
             return None
-        keep = (~finished).nonzero().squeeze(1)
-        if keep.numel() < self.rows.numel():
-            self.rows, self.pending = self.rows[keep], self.pending[keep]
+        keep_tensor = torch.tensor(keep, device=self.device)
+        if len(keep) < len(finished):
+            self.row_ids = [self.row_ids[i] for i in keep]
+            self.rows, self.pending = self.rows[keep_tensor], self.pending[keep_tensor]
             for cache in (self.target_lm, *caches):
-                cache.select_rows(keep)
-        return keep
+                cache.select_rows(keep_tensor)
+        return keep_tensor
 
     def draw(self, probs):
         return draw(probs, self.temperature, generator=self.generator)
 
-    def verify(self, draft_ids, draft_probs, num_drafts):
+    def verify(self, draft_ids, draft_probs, num_drafts, draft_s):
         """Score `[pending, drafts]` with the target, verify, roll back; emit and record."""
         width = draft_ids.shape[1]
         logits = self.target_lm.forward(torch.cat([self.pending.unsqueeze(1), draft_ids], 1))
@@ -75,12 +84,14 @@ class _Run:
         self.pending = verdict.tokens.gather(1, verdict.num_accepted.unsqueeze(1)).squeeze(1)
         kept = self.out.extend(self.rows, verdict.tokens)
         verify_s = time.perf_counter() - verify_start
-        accepted, drafted = verdict.num_accepted.tolist(), num_drafts.tolist()
+        # One host read for the trace: per row [drafted, accepted, kept, tokens...].
+        summary = torch.cat([torch.stack([num_drafts, verdict.num_accepted, kept], 1),
+                             verdict.tokens], 1).tolist()
+        drafted, accepted = [r[0] for r in summary], [r[1] for r in summary]
         self.stats.drafted += sum(drafted)
         self.stats.accepted += sum(accepted)
-        record(self.trace, self.rows.tolist(), [row[:k] for row, k in zip(
-            verdict.tokens.tolist(), kept.tolist())], accepted, drafted,
-            target_s=self.target_lm.log.seconds[-1], verify_s=verify_s)
+        record(self.trace, self.row_ids, [r[3:3 + r[2]] for r in summary], accepted, drafted,
+               draft_s=draft_s, target_s=self.target_lm.log.seconds[-1], verify_s=verify_s)
         return verdict
 
     def result(self, method, draft_lm=None) -> GenerationResult:
@@ -101,11 +112,7 @@ def autoregressive_batched(target, input_ids, *, max_new_tokens, attention_mask=
     prompts = batch_prompts(target, input_ids, attention_mask, max_new_tokens)
     run = _Run(target, prompts, max_new_tokens, temperature, generator, eos_token_id)
     while run.drop_finished() is not None:
-        logits = run.target_lm.forward(run.pending.unsqueeze(1), keep=1)[:, -1]  # [A, V]
-        run.pending = run.draw(logits_to_probs(logits, temperature))
-        kept = run.out.extend(run.rows, run.pending.unsqueeze(1))
-        record(run.trace, run.rows.tolist(), [[t] if k else [] for t, k in zip(
-            run.pending.tolist(), kept.tolist())], target_s=run.target_lm.log.seconds[-1])
+        run.emit_one(run.target_lm.forward(run.pending.unsqueeze(1), keep=1)[:, -1])  # [A, V]
     return run.result("autoregressive")
 
 
@@ -133,14 +140,12 @@ def speculative_batched(target, draft, input_ids, *, gamma, max_new_tokens, atte
             unseen, unseen_valid = draft_ids[-1].unsqueeze(1), None
         draft_s = time.perf_counter() - draft_start
         num_rows = run.pending.shape[0]
-        vocab = draft_lm.model.get_output_embeddings().weight.shape[0]
         draft_ids = torch.stack(draft_ids, 1) if gamma else run.pending.new_zeros(num_rows, 0)
         draft_probs = torch.stack(draft_rows, 1) if gamma else torch.zeros(
-            num_rows, 0, vocab, device=run.device)
+            num_rows, 0, draft_lm.vocab_size, device=run.device)
         num_drafts = torch.full((num_rows,), gamma, dtype=torch.long, device=run.device)
 
-        verdict = run.verify(draft_ids, draft_probs, num_drafts)
-        run.trace[-1].draft_s = draft_s
+        verdict = run.verify(draft_ids, draft_probs, num_drafts, draft_s)
         if gamma:
             # The draft fed its first γ−1 drafts; drop the rejected ones among them.
             draft_lm.rollback((gamma - 1) - verdict.num_accepted.clamp(max=gamma - 1))
@@ -161,19 +166,17 @@ def prompt_lookup_batched(target, input_ids, *, num_pred, max_new_tokens, attent
     while run.drop_finished() is not None:
         lookup_start = time.perf_counter()
         found = [ngram_lookup(sequences[row], n_max=ngram_max, n_min=ngram_min, k=num_pred).draft
-                 for row in run.rows.tolist()]
+                 for row in run.row_ids]
         width = max(len(d) for d in found)
         draft_ids = torch.tensor([d + [0] * (width - len(d)) for d in found], dtype=torch.long,
                                  device=run.device).view(len(found), width)
         num_drafts = torch.tensor([len(d) for d in found], dtype=torch.long, device=run.device)
         # A copied draft is certain: q is one-hot (padding columns are never verified).
-        vocab = target.get_output_embeddings().weight.shape[0]
-        draft_probs = torch.zeros(len(found), width, vocab, device=run.device).scatter_(
-            -1, draft_ids.unsqueeze(-1), 1.0)
+        draft_probs = torch.zeros(len(found), width, run.target_lm.vocab_size,
+                                  device=run.device).scatter_(-1, draft_ids.unsqueeze(-1), 1.0)
         draft_s = time.perf_counter() - lookup_start
 
-        run.verify(draft_ids, draft_probs, num_drafts)
-        run.trace[-1].draft_s = draft_s
+        run.verify(draft_ids, draft_probs, num_drafts, draft_s)
         for row, emitted in zip(run.trace[-1].info["rows"], run.trace[-1].info["emitted"]):
             sequences[row] += emitted
     return run.result("prompt_lookup")
