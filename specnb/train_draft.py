@@ -214,6 +214,10 @@ def main(argv=None) -> None:
     parser.add_argument("--evaluate", type=Path, nargs="+", metavar="DRAFT",
                         help="only print the held-out agreement of these saved drafts")
     args = parser.parse_args(argv)
+    if args.samples < 0:
+        parser.error(f"--samples must be >= 0, got {args.samples}")
+    if args.samples and args.temperature <= 0:
+        parser.error(f"--temperature must be > 0 for sampled answers, got {args.temperature}")
 
     started = time.perf_counter()
     generator = torch.Generator().manual_seed(args.seed)
