@@ -44,9 +44,9 @@ def main(argv=None) -> None:
             target, ids, block=args.block, max_new_tokens=args.max_new_tokens),
     }
     prompts = load_prompts("eval")[:args.prompts]
+    batch = [chat_ids(tokenizer, p["prompt"], device=target.device) for p in prompts]
     rows = []
-    for prompt in tqdm(prompts, desc="prompts"):
-        ids = chat_ids(tokenizer, prompt["prompt"], device=target.device)
+    for prompt, ids in zip(tqdm(prompts, desc="prompts"), batch):
         reference = None
         for name, run in runs.items():
             result = run(ids)
@@ -54,7 +54,6 @@ def main(argv=None) -> None:
             rows.append((prompt["id"], prompt["group"], name, result.stats,
                          result.tokens[0] == reference))
     print_table(rows)
-    batch = [chat_ids(tokenizer, p["prompt"], device=target.device) for p in prompts]
     print_batched(runs, batch, rows)
 
 

@@ -113,12 +113,18 @@ def hf_generate(target, ids, *, max_new_tokens, temperature, generator, **extra)
     return PeerResult(out[0, ids.shape[1]:].tolist(), len(calls))
 
 
-def assistant_with(draft, pristine_config, **settings):
-    """The draft with a fresh generation config, so HF's adaptive state starts anew each run."""
+def hf_assisted(target, draft, pristine_config, ids, settings=None, **kwargs):
+    """`hf_generate` with `draft` as assistant under a fresh copy of its generation config plus
+    `settings` (so HF's adaptive state starts anew each run); the draft's own config object is
+    put back afterwards."""
+    own = draft.generation_config
     draft.generation_config = copy.deepcopy(pristine_config)
-    for key, value in settings.items():
+    for key, value in (settings or {}).items():
         setattr(draft.generation_config, key, value)
-    return draft
+    try:
+        return hf_generate(target, ids, assistant_model=draft, **kwargs)
+    finally:
+        draft.generation_config = own
 
 
 def methods(args, target, draft):
@@ -140,13 +146,12 @@ def methods(args, target, draft):
     table["HF generate"] = (0, lambda ids, g: hf_generate(target, ids, **common, **sampled,
                                                           generator=g))
     for gamma in args.gammas:
-        table[f"HF assisted γ={gamma}"] = (gamma, lambda ids, g, gamma=gamma: hf_generate(
-            target, ids, **common, **sampled, generator=g, assistant_model=assistant_with(
-                draft, pristine, num_assistant_tokens=gamma,
-                num_assistant_tokens_schedule="constant", assistant_confidence_threshold=0.0)))
-    table["HF assisted default"] = (0, lambda ids, g: hf_generate(
-        target, ids, **common, **sampled, generator=g,
-        assistant_model=assistant_with(draft, pristine)))
+        table[f"HF assisted γ={gamma}"] = (gamma, lambda ids, g, gamma=gamma: hf_assisted(
+            target, draft, pristine, ids, settings={
+                "num_assistant_tokens": gamma, "num_assistant_tokens_schedule": "constant",
+                "assistant_confidence_threshold": 0.0}, **common, **sampled, generator=g))
+    table["HF assisted default"] = (0, lambda ids, g: hf_assisted(
+        target, draft, pristine, ids, **common, **sampled, generator=g))
     table[f"HF prompt lookup k={args.num_pred}"] = (args.num_pred, lambda ids, g: hf_generate(
         target, ids, **common, **sampled, generator=g, prompt_lookup_num_tokens=args.num_pred,
         max_matching_ngram_size=args.ngram_max))

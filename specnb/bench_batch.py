@@ -51,26 +51,27 @@ def hf_batched_generate(target, prompts, max_new_tokens) -> list:
         ids[row, width - prompt.shape[1]:], mask[row, width - prompt.shape[1]:] = prompt[0], 1
     out = target.generate(ids, attention_mask=mask, max_new_tokens=max_new_tokens,
                           do_sample=False, pad_token_id=pad)[:, width:].tolist()
-    return [cut_at_eos(row, eos_token_ids(target)) for row in out]
+    eos = eos_token_ids(target)
+    return [cut_at_eos(row, eos) for row in out]
 
 
 def measure_batch_forward(model, batch_sizes, tokens_per_row, prefix_len=128, repeats=7) -> dict:
     """Median ms of one forward of B rows × k new tokens after a cached prefix, per (B, k)."""
     generator = torch.Generator().manual_seed(0)
-    vocab = model.get_output_embeddings().weight.shape[0]
-    device = next(model.parameters()).device
     result = {"batch_sizes": list(batch_sizes), "tokens_per_row": list(tokens_per_row),
               "prefix_len": prefix_len, "median_ms": {}}
     for batch in batch_sizes:
         lm = BatchedCachedLM(model)
-        lm.prefill(torch.randint(0, vocab, (batch, prefix_len), generator=generator).tolist())
+        prefix = torch.randint(0, lm.vocab_size, (batch, prefix_len), generator=generator)
+        lm.prefill(prefix.tolist())
         for k in tokens_per_row:
-            new_ids = torch.randint(0, vocab, (batch, k), generator=generator).to(device)
+            new_ids = torch.randint(0, lm.vocab_size, (batch, k), generator=generator)
+            new_ids = new_ids.to(lm.device)
             samples = []
             for _ in range(repeats + 1):  # the first is a warm-up
                 lm.forward(new_ids, keep=k)
                 samples.append(lm.log.seconds[-1] * 1e3)
-                lm.rollback(torch.full((batch,), k, device=device))
+                lm.rollback(torch.full((batch,), k, device=lm.device))
             result["median_ms"][f"{batch}x{k}"] = statistics.median(samples[1:])
     return result
 

@@ -14,7 +14,8 @@ too, so a failure names the mistake the samples look like.
 
 import torch
 
-from ..core import verify_detailed
+from ..core import accept_probability as library_accept_probability, acceptance_overlap, \
+    residual_distribution as library_residual
 from .report import SIGNIFICANCE, binomial_tolerance, call, chi2_pvalue, closest_mistake, \
     empirical_law, failure, passed, show, to_float
 
@@ -24,22 +25,6 @@ TARGET = torch.tensor([0.30, 0.25, 0.20, 0.15, 0.10, 0.00])
 DRAFT = torch.tensor([0.05, 0.00, 0.40, 0.15, 0.20, 0.20])
 
 
-def library_accept_probability(p_x: float, q_x: float) -> float:
-    """min(1, p/q) as `verify_detailed` computes it, for one drafted token (id 0 of [p, 1 − p])."""
-    target = torch.tensor([[[p_x, 1.0 - p_x]]])
-    draft = torch.tensor([[[q_x, 1.0 - q_x]]])
-    verdict = verify_detailed(target, draft, torch.zeros(1, 1, dtype=torch.long),
-                              torch.zeros(1, 1, dtype=torch.long),
-                              generator=torch.Generator().manual_seed(0))
-    return float(verdict.accept_probs[0, 0])
-
-
-def library_residual(target_probs: torch.Tensor, draft_probs: torch.Tensor) -> torch.Tensor:
-    """The residual `verify` samples from after a rejection (specnb/core/verify.py)."""
-    excess = (target_probs - draft_probs).clamp_min(0.0)
-    return excess / excess.sum() if excess.sum() > 0 else target_probs.clone()
-
-
 def check_accept_probability(accept_probability, seed: int = 0) -> None:
     name = "accept_probability"
     generator = torch.Generator().manual_seed(seed)
@@ -47,7 +32,7 @@ def check_accept_probability(accept_probability, seed: int = 0) -> None:
     cases += [tuple(torch.rand(2, generator=generator).tolist()) for _ in range(20)]
     for p_x, q_x in cases:
         given = f"p_x = {show(p_x)}, q_x = {show(q_x)}"
-        expected = library_accept_probability(p_x, q_x)
+        expected = float(library_accept_probability(torch.tensor(p_x), torch.tensor(q_x)))
         zero_hint = ("q(x) = 0 means the draft could not have proposed x; return 1 when p(x) > 0 "
                      "and 0 otherwise instead of dividing by zero") if q_x == 0 else None
         got = to_float(call(accept_probability, p_x, q_x, given=given, name=name,
@@ -146,7 +131,7 @@ def check_verify_one(verify_one, seed: int = 0, num_draws: int = 20_000) -> None
         emitted.append(token)
     emitted = torch.tensor(emitted)
     kept = (emitted == torch.tensor(drafts)).double().mean().item()  # a rejected x is never re-emitted
-    overlap = float(torch.minimum(p, q).sum())
+    overlap = float(acceptance_overlap(p, q))
     law, pvalue = empirical_law(emitted, vocab), chi2_pvalue(emitted, p)
     given = (f"{num_draws} calls with target_probs = {show(p)}, draft_probs = {show(q)}, "
              f"draft tokens drawn from q")

@@ -16,7 +16,8 @@ import math
 import torch
 
 from ..methods.common import DraftedToken, GenerationResult, Iteration, Stats
-from ..theory import estimate_alpha, estimate_cost_ratio, optimal_gamma, predicted_speedup
+from ..theory import estimate_alpha, estimate_cost_ratio, expected_tokens_per_iteration, \
+    optimal_gamma, predicted_speedup
 from .report import call, failure, passed, show, to_float
 
 
@@ -117,12 +118,12 @@ def check_predicted_speedup(speedup) -> None:
                             error_hint=limit_hint if alpha == 1.0 else None), name, given)
         if _close(got, expected):
             continue
-        tokens = expected * (gamma * c + 1)
+        tokens = expected_tokens_per_iteration(alpha, gamma)
         if alpha == 1.0 and not math.isfinite(got):
             hint = limit_hint
         elif alpha < 1 and _close(got, (1 - alpha ** gamma) / (1 - alpha) / (gamma * c + 1)):
             hint = "the exponent is γ+1: an iteration emits up to γ+1 tokens (the bonus)"
-        elif _close(got, tokens / (gamma * c)) if gamma * c else False:
+        elif gamma * c and _close(got, tokens / (gamma * c)):
             hint = "the denominator is γc + 1: γ draft forwards plus one target forward"
         elif _close(got, tokens):
             hint = "divide the expected tokens per iteration by the iteration's cost, γc + 1"

@@ -56,7 +56,7 @@ def _unpack(result, name, given):
                            "int") from None
 
 
-def _step_hint(guesses, refreshed, expected, got_refreshed, got_converged) -> str:
+def _step_hint(guesses, expected, got_refreshed, got_converged) -> str:
     if len(got_refreshed) != len(expected.guesses):
         return f"return one refreshed guess per block position ({len(guesses)} of them)"
     if got_refreshed != expected.guesses:
@@ -73,7 +73,7 @@ def _step_hint(guesses, refreshed, expected, got_refreshed, got_converged) -> st
     if got_converged == sum(a == b for a, b in zip(guesses, got_refreshed)):
         return ("count only the *leading* run: new[i] is final when old[j] == new[j] for every "
                 "j < i; a later match after a mismatch proves nothing")
-    if got_converged == min(leading, len(guesses)) and leading < len(guesses):
+    if got_converged == leading and leading < len(guesses):
         return ("new[i] is final when all guesses *before* i were right, so the count is one "
                 "more than the number of leading matches (at most k)")
     return "num_converged = 1 + number of leading positions j < k−1 where old[j] == new[j]"
@@ -102,7 +102,7 @@ def check_jacobi_step(jacobi_step, seed: int = 0) -> None:
                           "lm.logits(prefix + guesses[:-1], keep=len(guesses))")
         if got != (expected.guesses, expected.num_converged):
             raise failure(name, given=given, expected=(expected.guesses, expected.num_converged),
-                          got=got, hint=_step_hint(guesses, right, expected, *got))
+                          got=got, hint=_step_hint(guesses, expected, *got))
         num_cases += 1
     passed(name, num_cases)
 

@@ -14,7 +14,7 @@ passes with probability Σ min(p, q).
 import torch
 import torch.nn.functional as F
 
-from ..core import verify as library_verify
+from ..core import acceptance_overlap, verify as library_verify
 from .report import SIGNIFICANCE, binomial_tolerance, call, chi2_pvalue, closest_mistake, \
     empirical_law, failure, passed, show
 
@@ -153,7 +153,7 @@ def check_verify(verify, seed: int = 0, batch: int = 20_000) -> None:
     for j in range(gamma):
         reached = accepted >= j
         tokens = got[reached, j]
-        overlap = float(torch.minimum(p[j], q[j]).sum())
+        overlap = float(acceptance_overlap(p[j], q[j]))
         pvalue = chi2_pvalue(tokens, p[j])
         if pvalue < SIGNIFICANCE:
             law, rest = empirical_law(tokens, vocab), 1.0 - overlap

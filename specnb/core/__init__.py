@@ -4,10 +4,12 @@ from .jacobi import JacobiStep, count_converged, jacobi_step
 from .kv import CachedLM, common_prefix_len, crop_cache
 from .ngram import NgramDraft, ngram_lookup
 from .sampler import check_temperature, draw, logits_to_probs, sample
-from .verify import Verdict, acceptance_overlap, verify, verify_detailed
+from .verify import Verdict, accept_probability, acceptance_overlap, residual_distribution, \
+    verify, verify_detailed
 
 __all__ = [
-    "CachedLM", "JacobiStep", "NgramDraft", "Verdict", "acceptance_overlap", "check_temperature",
-    "common_prefix_len", "count_converged", "crop_cache", "draw", "jacobi_step", "logits_to_probs",
-    "ngram_lookup", "sample", "verify", "verify_detailed",
+    "CachedLM", "JacobiStep", "NgramDraft", "Verdict", "accept_probability", "acceptance_overlap",
+    "check_temperature", "common_prefix_len", "count_converged", "crop_cache", "draw",
+    "jacobi_step", "logits_to_probs", "ngram_lookup", "residual_distribution", "sample", "verify",
+    "verify_detailed",
 ]

@@ -32,6 +32,21 @@ def acceptance_overlap(target_probs: torch.Tensor, draft_probs: torch.Tensor) ->
     return torch.minimum(target_probs, draft_probs).sum(dim=-1)
 
 
+def accept_probability(p_of_draft: torch.Tensor, q_of_draft: torch.Tensor) -> torch.Tensor:
+    """min(1, p(x)/q(x)) elementwise; a token the draft could not have produced (q = 0) is
+    accepted iff p > 0."""
+    return torch.where(q_of_draft > 0, (p_of_draft / q_of_draft).clamp(max=1.0),
+                       (p_of_draft > 0).to(p_of_draft.dtype))
+
+
+def residual_distribution(target_probs: torch.Tensor, draft_probs: torch.Tensor) -> torch.Tensor:
+    """(p − q)+ normalized over the last dim. Where p = q there is no residual; that position
+    always accepts, so p stands in (NaN-free)."""
+    residual = (target_probs - draft_probs).clamp_min(0.0)
+    mass = residual.sum(dim=-1, keepdim=True)
+    return torch.where(mass > 0, residual / mass.clamp_min(1e-30), target_probs)
+
+
 def verify(target_probs, draft_probs, draft_token_ids, bonus_token_ids, *, num_drafts=None,
            generator=None, check=False) -> torch.Tensor:
     """Accept or reject each draft token; return `[B, γ+1]` int64 ids padded with -1.
@@ -60,9 +75,7 @@ def verify_detailed(target_probs, draft_probs, draft_token_ids, bonus_token_ids,
     index = draft_token_ids.unsqueeze(-1)
     p_of_draft = target_probs.gather(-1, index).squeeze(-1)  # [B, γ]
     q_of_draft = draft_probs.gather(-1, index).squeeze(-1)  # [B, γ]
-    # min(1, p/q); a token the draft could not have produced (q = 0) is accepted iff p > 0.
-    accept_probs = torch.where(q_of_draft > 0, (p_of_draft / q_of_draft).clamp(max=1.0),
-                               (p_of_draft > 0).float())
+    accept_probs = accept_probability(p_of_draft, q_of_draft)  # [B, γ]
     uniforms = torch.rand(batch, gamma, device=device, generator=generator)
     coin_accepts = uniforms < accept_probs
     is_draft = torch.arange(gamma, device=device) < num_drafts.unsqueeze(1)  # [B, γ]: not padding
@@ -71,11 +84,8 @@ def verify_detailed(target_probs, draft_probs, draft_token_ids, bonus_token_ids,
     # Residual at the first rejected position only: one [B, V] row per sequence.
     if gamma > 0:
         row = num_accepted.clamp(max=gamma - 1).view(batch, 1, 1).expand(batch, 1, vocab)
-        p_row = target_probs.gather(1, row).squeeze(1)
-        residual = (p_row - draft_probs.gather(1, row).squeeze(1)).clamp_min(0.0)
-        mass = residual.sum(dim=-1, keepdim=True)
-        # p = q leaves no residual; that row always accepts, so p is only a NaN-free stand-in.
-        residual = torch.where(mass > 0, residual / mass.clamp_min(1e-30), p_row)
+        residual = residual_distribution(target_probs.gather(1, row).squeeze(1),
+                                         draft_probs.gather(1, row).squeeze(1))  # [B, V]
         resampled = sample(residual, generator=generator)
     else:
         resampled = bonus_token_ids.view(batch)

@@ -86,10 +86,12 @@ def pad_token_id(model) -> int:
 
 
 class BatchOutput:
-    """New tokens of B rows in one `[B, max_new_tokens]` buffer, -1 where nothing was emitted."""
+    """New tokens of B rows in one `[B, max_new_tokens + 1]` buffer, -1 where nothing was kept."""
 
     def __init__(self, batch: int, max_new_tokens: int, eos_ids: set, device):
-        self.buffer = torch.full((batch, max_new_tokens), -1, dtype=torch.long, device=device)
+        # One spare column past the budget receives every write that is not kept, so `extend`
+        # needs no boolean indexing (which would wait for the device to count the kept tokens).
+        self.buffer = torch.full((batch, max_new_tokens + 1), -1, dtype=torch.long, device=device)
         self.count = torch.zeros(batch, dtype=torch.long, device=device)  # tokens kept per row
         self.finished = torch.zeros(batch, dtype=torch.bool, device=device)
         self.max_new_tokens = max_new_tokens
@@ -106,7 +108,9 @@ class BatchOutput:
         after_eos = (is_eos.long().cumsum(1) - is_eos.long()) > 0
         keep = (tokens >= 0) & (slot < self.max_new_tokens) & ~after_eos
         row_index = rows.unsqueeze(1).expand_as(slot)
-        self.buffer[row_index[keep], slot[keep]] = tokens[keep]
+        spare = torch.full_like(slot, self.max_new_tokens)
+        self.buffer.index_put_((row_index, torch.where(keep, slot, spare)),
+                               torch.where(keep, tokens, -1))
         kept = keep.sum(1)
         self.count[rows] += kept
         self.finished[rows] |= (self.count[rows] >= self.max_new_tokens) | (is_eos & keep).any(1)

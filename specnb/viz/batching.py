@@ -56,7 +56,7 @@ def plot_batch_throughput(record: dict) -> Figure:
     return fig
 
 
-def cache_layout(valid, tokens=None) -> str:
+def cache_layout(valid) -> str:
     """One line per row: `█` a real token's slot, `·` padding or a rolled-back draft.
 
     Example: [[1, 1, 0, 1], [1, 0, 0, 1]] -> "row 0 |██·█|  3 tokens", "row 1 |█··█|  2 tokens".

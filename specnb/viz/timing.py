@@ -24,12 +24,13 @@ import statistics
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+import numpy
 import torch
 from matplotlib.figure import Figure
 
 from .. import bench
-from ..theory import (estimate_alpha, estimate_cost_ratio, expected_tokens_per_iteration,
-                      predicted_speedup)
+from ..theory import estimate_alpha, estimate_cost_ratio, predicted_speedup
+from .speedups import speculative_by_gamma
 
 TARGETS = {"speculative_vs_hf_assisted": 1.2, "prompt_lookup_vs_hf": 1.1,
            "measured_over_predicted": 0.9}  # issue #5: CPU, embedded pair, greedy, 128 tokens
@@ -78,13 +79,8 @@ def relative_cost(latency: dict, k: float) -> float:
         raise ValueError("latency must include k = 1 in 'token_counts'")
     if not min(counts) <= k <= max(counts):
         raise ValueError(f"k = {k} is outside the measured token counts {counts}")
-    points = sorted(zip(counts, median_ms))
-    one = median_ms[counts.index(1)]
-    for (k0, ms0), (k1, ms1) in zip(points, points[1:] + points[-1:]):
-        if k0 <= k <= k1:
-            ms = ms0 if k1 == k0 else ms0 + (ms1 - ms0) * (k - k0) / (k1 - k0)
-            return ms / one
-    raise AssertionError("unreachable")
+    measured_k, measured_ms = zip(*sorted(zip(counts, median_ms)))
+    return float(numpy.interp(k, measured_k, measured_ms)) / median_ms[counts.index(1)]
 
 
 def predicted_with_block_cost(alpha: float, gamma: int, cost_ratio: float,
@@ -96,8 +92,9 @@ def predicted_with_block_cost(alpha: float, gamma: int, cost_ratio: float,
     """
     if not block_cost > 0:
         raise ValueError(f"block_cost (t(γ+1) / t(1)) must be > 0, got {block_cost}")
-    predicted_speedup(alpha, gamma, cost_ratio)  # validates the arguments
-    return expected_tokens_per_iteration(alpha, gamma) / (gamma * cost_ratio + block_cost)
+    # Same tokens per iteration, an iteration costing γc + block_cost instead of γc + 1.
+    return predicted_speedup(alpha, gamma, cost_ratio) * (gamma * cost_ratio + 1) / (
+        gamma * cost_ratio + block_cost)
 
 
 def targets_check(record: dict) -> list:
@@ -141,8 +138,7 @@ def gamma_table(record: dict, group: str = "all") -> dict:
         raise ValueError(f"record has no summary for group {group!r}; pass what "
                          f"python -m specnb.bench wrote (groups: {list(record.get('summary', {}))})")
     by_name = {s["method"]: s for s in record["summary"][group]}
-    gammas = sorted(int(name.split("=")[1]) for name in by_name
-                    if name.startswith("ours speculative γ="))
+    gammas = [gamma for gamma, _, _ in speculative_by_gamma(record, group)]
     if not gammas:
         raise ValueError("the record holds no 'ours speculative γ=…' rows")
     ours = [by_name[f"ours speculative γ={g}"] for g in gammas]
@@ -192,20 +188,16 @@ def race(target, draft, ids, gamma: int = 4, temperature: float = 0.0, max_new_t
     if not temperature >= 0:
         raise ValueError(f"temperature must be >= 0 (0 is greedy), got {temperature}")
     args = bench.parse_args(["--gammas", str(int(gamma)), "--temperature", str(temperature),
-                             "--max-new-tokens", str(max_new_tokens), "--latency-counts"])
-    pristine = draft.generation_config
+                             "--max-new-tokens", str(max_new_tokens)])
     table = bench.methods(args, target, draft)
     names = {"ar": "ours autoregressive", "spec": f"ours speculative γ={gamma}",
              "hf": f"HF assisted γ={gamma}"}
     results, seconds = {}, {}
-    try:
-        for key, name in names.items():
-            function = table[name][1]
-            generator = torch.Generator(device=target.device).manual_seed(int(seed))
-            results[key], seconds[name], _ = bench.timed(lambda: function(ids, generator),
-                                                         repeats, target.device)
-    finally:
-        draft.generation_config = pristine  # the HF run swapped in a modified copy
+    for key, name in names.items():
+        function = table[name][1]
+        generator = torch.Generator(device=target.device).manual_seed(int(seed))
+        results[key], seconds[name], _ = bench.timed(lambda: function(ids, generator), repeats,
+                                                     target.device)
     tokens = {"ar": results["ar"].tokens[0], "spec": results["spec"].tokens[0],
               "hf": results["hf"].tokens}
     alpha_hat = estimate_alpha(results["spec"])
