@@ -10,7 +10,7 @@ READY := $(VENV)/.specnb-ready
 OLDEST_TRANSFORMERS := 5.0.0
 OLDEST := $(VENV)/transformers-$(OLDEST_TRANSFORMERS)
 
-.PHONY: run test lab setup clean
+.PHONY: run test test-fast lab setup clean
 
 setup: $(READY)
 
@@ -31,6 +31,11 @@ test: $(READY) $(OLDEST)
 		tests/test_kv.py tests/test_methods_greedy.py tests/test_batch_kv.py \
 		tests/test_batched.py
 
+# The quick tier: tiny in-memory models only. nbval is switched off (so no notebook is even
+# collected) and with it the nbval options of pyproject's addopts.
+test-fast: $(READY)
+	$(PY) -m pytest -p no:nbval -o addopts="-ra" -m "not embedded and not notebooks and not slow" tests
+
 $(OLDEST): $(READY)
 	$(PY) -m pip install --quiet --target $(OLDEST) transformers==$(OLDEST_TRANSFORMERS)
 
@@ -44,3 +49,12 @@ clean:
 .PHONY: assignments
 assignments: $(READY)
 	$(PY) -m specnb.assignments release --out assignments/release
+
+# The GPU run as one command (scripts/gpu_transfer.md says how the weights get there). On the
+# GPU machine, without .venv: `make gpu-check PY=python3`. `make gpu-check DEVICE=cpu
+# BUDGET=small` is its quick dry run on a CPU (results in build/gpu-check/).
+DEVICE ?= cuda
+BUDGET ?= full
+.PHONY: gpu-check
+gpu-check: $(if $(filter $(VENV)/bin/python,$(PY)),$(READY))
+	$(PY) scripts/gpu_check.py --device $(DEVICE) --budget $(BUDGET)

@@ -1,6 +1,8 @@
-"""`python -m specnb` (what `make run` runs): the four methods on the embedded default model.
+"""`python -m specnb` (what `make run` runs): every method on the embedded default model.
 
-Each prompt alone first (a table per prompt and method), then all prompts as one batch.
+Speculative decoding with the default drafter (the feature head of data/head) and with the
+distilled draft model, prompt lookup and Jacobi, against autoregressive decoding: each prompt
+alone first (a table per prompt and method, with speedups), then all prompts as one batch.
 """
 
 import argparse
@@ -9,14 +11,17 @@ from tqdm.auto import tqdm
 
 from . import autoregressive, jacobi, load_prompts, prompt_lookup, speculative
 from .models import EMBEDDED_NAME, chat_ids, embedded_checkpoint
-from .pairs import load_pair
+from .pairs import load_embedded_draft, load_pair
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--prompts", type=int, default=4, help="first N prompts of eval.jsonl")
     parser.add_argument("--max-new-tokens", type=int, default=128)
-    parser.add_argument("--gamma", type=int, default=4, help="drafts per iteration")
+    parser.add_argument("--gamma", type=int, default=2,
+                        help="drafts per iteration of the feature head")
+    parser.add_argument("--draft-gamma", type=int, default=2,
+                        help="drafts per iteration of the distilled draft model")
     parser.add_argument("--num-pred", type=int, default=8, help="prompt-lookup draft length")
     parser.add_argument("--block", type=int, default=8, help="Jacobi block size")
     parser.add_argument("--prepare", action="store_true",
@@ -26,18 +31,25 @@ def main(argv=None) -> None:
         print(f"embedded model ready in {embedded_checkpoint()}")
         return
 
-    target, draft, tokenizer = load_pair()
+    target, head, tokenizer = load_pair()
+    draft = load_embedded_draft(target.device, target.dtype)
+    head_params = sum(p.numel() for p in head.head.parameters()) / 1e6
     draft_params = sum(p.numel() for p in draft.parameters()) / 1e6
     print(f"target: {EMBEDDED_NAME} on {target.device}\n"
-          f"draft:  the embedded distilled draft, data/draft ({draft_params:.1f}M parameters, "
+          f"head:   the feature-reading draft head, data/head ({head_params:.1f}M parameters, "
+          f"reads layers {list(head.feature_layers)}, {head.head.config.draft_vocab_size}-token "
+          f"draft vocabulary)\n"
+          f"draft:  the distilled draft model, data/draft ({draft_params:.1f}M parameters, "
           f"{draft.config.num_hidden_layers} layers, width {draft.config.hidden_size})\n"
-          f"greedy, {args.max_new_tokens} new tokens, γ = {args.gamma}, "
-          f"num_pred = {args.num_pred}, block = {args.block}\n")
+          f"greedy, {args.max_new_tokens} new tokens, head γ = {args.gamma}, draft γ = "
+          f"{args.draft_gamma}, num_pred = {args.num_pred}, block = {args.block}\n")
 
     runs = {
         "autoregressive": lambda ids: autoregressive(target, ids, max_new_tokens=args.max_new_tokens),
-        f"speculative γ={args.gamma}": lambda ids: speculative(
-            target, draft, ids, gamma=args.gamma, max_new_tokens=args.max_new_tokens),
+        f"feature head γ={args.gamma}": lambda ids: speculative(
+            target, head, ids, gamma=args.gamma, max_new_tokens=args.max_new_tokens),
+        f"distilled draft γ={args.draft_gamma}": lambda ids: speculative(
+            target, draft, ids, gamma=args.draft_gamma, max_new_tokens=args.max_new_tokens),
         f"prompt lookup k={args.num_pred}": lambda ids: prompt_lookup(
             target, ids, num_pred=args.num_pred, max_new_tokens=args.max_new_tokens),
         f"jacobi block={args.block}": lambda ids: jacobi(
@@ -77,13 +89,18 @@ def print_batched(runs, batch, rows) -> None:
 
 def print_table(rows) -> None:
     header = (f"{'prompt':<20} {'group':<15} {'method':<22} {'tokens':>6} {'fwd':>5} "
-              f"{'tok/fwd':>7} {'accept':>6} {'wall s':>7}  = AR greedy")
+              f"{'tok/fwd':>7} {'yield':>6} {'wall s':>7} {'×AR':>5}  = AR greedy")
     print(header + "\n" + "-" * len(header))
+    baseline = {}
     for prompt_id, group, name, stats, same in rows:
-        accept = "-" if not stats.drafted else f"{stats.acceptance_rate:.2f}"
+        baseline.setdefault(prompt_id, stats.wall_s)  # autoregressive runs first
+        accept = "-" if not stats.drafted else f"{stats.draft_yield:.2f}"
         print(f"{prompt_id:<20} {group:<15} {name:<22} {stats.new_tokens:>6} "
               f"{stats.target_forwards:>5} {stats.tokens_per_forward:>7.2f} {accept:>6} "
-              f"{stats.wall_s:>7.2f}  {'yes' if same else 'NO'}")
+              f"{stats.wall_s:>7.2f} {baseline[prompt_id] / stats.wall_s:>5.2f}  "
+              f"{'yes' if same else 'NO'}")
+    print("yield: accepted / drafted drafts; ×AR: speedup over autoregressive on that prompt "
+          "(one run each: a demonstration, not a benchmark; see python -m specnb.bench)")
 
 
 if __name__ == "__main__":

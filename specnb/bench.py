@@ -1,14 +1,16 @@
 """`python -m specnb.bench`: time every method side by side with transformers, in one process.
 
-Ours: autoregressive, speculative (a sweep of γ), prompt lookup, Jacobi. Peers from
-transformers on the same pair and prompts: greedy `generate`, `generate(assistant_model=draft)`
-with a constant γ (a like-for-like comparison) and with its default schedule, and
-`generate(prompt_lookup_num_tokens=k)`. Each (method, prompt) is warmed up, then timed
+Ours: autoregressive, speculative with the distilled draft model (a sweep of γ), speculative
+with the feature head (`--head-gammas`), prompt lookup, Jacobi. Peers from transformers on the
+same target and prompts: greedy `generate`, `generate(assistant_model=draft)` with the distilled
+draft at a constant γ (a like-for-like comparison) and with its default schedule, and
+`generate(prompt_lookup_num_tokens=k)`; "×best HF" compares with the fastest of those peers.
+`--methods` runs only the methods whose names start with the given prefixes. Each (method, prompt) is warmed up, then timed
 `--repeats` times (CUDA events on GPU); the median is reported with the spread. Greedy outputs
 are checked against our autoregressive tokens; speedups are ratios within this one run, against
 our autoregressive loop, HF greedy `generate` and each method's HF peer (`PEERS`). Target
 forwards of the HF peers are counted with a forward hook. The record also holds the forward
-latency against tokens per forward on the same device (`specnb.viz.latency`).
+latency against tokens per forward on the same device (`specnb.bench_latency`).
 
 It does not tune anything: settings come from the command line and are written with the
 results (JSON: device, dtype, versions, date, settings) next to a plot. The notebooks call the
@@ -19,6 +21,7 @@ import argparse
 import copy
 import datetime
 import json
+import os
 import platform
 import statistics
 import time
@@ -30,16 +33,16 @@ import transformers
 from tqdm.auto import tqdm
 
 from . import autoregressive, jacobi, prompt_lookup, speculative
+from .bench_latency import measure_forward_latency
 from .data import DATA_DIR, GROUPS, load_prompts
 from .models import chat_ids
-from .pairs import load_pair
+from .pairs import load_embedded_head, load_pair
 from .theory import estimate_alpha, estimate_cost_ratio, predicted_speedup
-from .viz.latency import measure_forward_latency
-from .viz.speedups import plot_speedups
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 PEERS = {"ours autoregressive": "HF generate", "ours speculative γ=": "HF assisted γ=",
-         "ours prompt lookup k=": "HF prompt lookup k="}  # our method (prefix) -> its HF peer
+         "ours prompt lookup k=": "HF prompt lookup k=",
+         "ours feature head γ=": "HF assisted γ="}  # our method (prefix) -> its HF peer
 
 
 def peer_of(method: str) -> str | None:
@@ -127,13 +130,26 @@ def hf_assisted(target, draft, pristine_config, ids, settings=None, **kwargs):
         draft.generation_config = own
 
 
-def methods(args, target, draft):
-    """name -> (gamma, function(ids, generator) returning our result or a `PeerResult`)."""
+def methods(args, target, draft, head=None):
+    """name -> (gamma, function(ids, generator) returning our result or a `PeerResult`);
+    `draft` is the distilled draft model, `head` the feature drafter (None: not run)."""
+    table = all_methods(args, target, draft, head)
+    if args.methods:
+        table = {name: entry for name, entry in table.items()
+                 if name == "ours autoregressive" or name == "HF generate"
+                 or any(name.startswith(prefix) for prefix in args.methods)}
+    return table
+
+
+def all_methods(args, target, draft, head):
     common = {"max_new_tokens": args.max_new_tokens}
     pristine = copy.deepcopy(draft.generation_config)
     sampled = {"temperature": args.temperature}
     table = {"ours autoregressive": (0, lambda ids, g: autoregressive(
         target, ids, **common, **sampled, generator=g))}
+    for gamma in args.head_gammas if head is not None else []:
+        table[f"ours feature head γ={gamma}"] = (gamma, lambda ids, g, gamma=gamma: speculative(
+            target, head, ids, gamma=gamma, **common, **sampled, generator=g))
     for gamma in args.gammas:
         table[f"ours speculative γ={gamma}"] = (gamma, lambda ids, g, gamma=gamma: speculative(
             target, draft, ids, gamma=gamma, **common, **sampled, generator=g))
@@ -174,13 +190,18 @@ def select_prompts(args) -> list:
 def run(args, pair=None, progress: bool = True) -> dict:
     """Time every method on the prompts; `pair`: an already loaded (target, draft, tokenizer);
     `progress`: show a progress bar."""
-    target, draft, tokenizer = pair if pair is not None else load_pair(
-        device=args.device, dtype=DTYPES[args.dtype] if args.dtype else None)
+    if pair is None:
+        target, draft, tokenizer = load_pair("embedded-distilled", device=args.device,
+                                             dtype=DTYPES[args.dtype] if args.dtype else None)
+        head = load_embedded_head(target) if args.head_gammas else None
+    else:
+        target, draft, tokenizer, *rest = pair
+        head = rest[0] if rest else None
     device = target.device
     prompts = select_prompts(args)
     latency = measure_forward_latency(target, prefix_len=200, token_counts=args.latency_counts,
                                       repeats=5) if args.latency_counts else None
-    table = methods(args, target, draft)
+    table = methods(args, target, draft, head)
     rows, generator = [], torch.Generator(device=device).manual_seed(args.seed)
     bar = tqdm(total=len(prompts) * len(table), desc="bench", disable=not progress)
     for prompt in prompts:
@@ -245,6 +266,8 @@ def summarize(record: dict, group: str | None = None) -> list:
                 "c_hat": statistics.mean(costs) if costs else float("nan"),
                 "identical": all(r["identical"] for r in mine) if mine[0]["identical"] is not None
                 else None}
+        hf = [t for n, t in total.items() if n.startswith("HF ")]
+        line["speedup_vs_best_hf"] = min(hf) / total[name] if hf else float("nan")
         line["predicted"] = predicted_speedup(line["alpha_hat"], mine[0]["gamma"], line["c_hat"]) \
             if alphas and costs else float("nan")
         line["measured_over_predicted"] = line["speedup_vs_ours_ar"] / line["predicted"]
@@ -260,7 +283,8 @@ def summaries(record: dict) -> dict:
 
 def format_summary(summary: list) -> str:
     """The table the command prints; ×peer is the speedup over the method's HF peer (`PEERS`)."""
-    header = (f"{'method':<26}{'tok/s':>7}{'×ours AR':>9}{'×HF gen':>8}{'×peer':>7}{'tok/fwd':>8}"
+    header = (f"{'method':<26}{'tok/s':>7}{'×ours AR':>9}{'×HF gen':>8}{'×peer':>7}"
+              f"{'×best HF':>9}{'tok/fwd':>8}"
               f"{'accept':>7}{'α̂':>6}{'ĉ':>7}{'pred':>6}{'meas/pred':>10}  same as AR")
     lines = [header, "-" * len(header)]
     for s in summary:
@@ -270,6 +294,7 @@ def format_summary(summary: list) -> str:
         lines.append(f"{s['method']:<26}{num(s['tokens_per_s'], 7, 1)}"
                      f"{num(s['speedup_vs_ours_ar'], 9, 2)}{num(s['speedup_vs_hf_greedy'], 8, 2)}"
                      f"{num(s.get('speedup_vs_peer', float('nan')), 7, 2)}"
+                     f"{num(s.get('speedup_vs_best_hf', float('nan')), 9, 2)}"
                      f"{num(s['tokens_per_forward'], 8, 2)}{num(s['acceptance'], 7, 2)}"
                      f"{num(s['alpha_hat'], 6, 2)}{num(s['c_hat'], 7, 3)}{num(s['predicted'], 6, 2)}"
                      f"{num(s['measured_over_predicted'], 10, 2)}  {same}")
@@ -281,7 +306,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m specnb.bench",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--max-new-tokens", type=int, default=128)
-    parser.add_argument("--gammas", type=int, nargs="+", default=[2, 4, 6])
+    parser.add_argument("--gammas", type=int, nargs="+", default=[2, 4, 6],
+                        help="γ of the distilled draft model (ours and HF assisted)")
+    parser.add_argument("--head-gammas", type=int, nargs="*", default=[1, 2, 3],
+                        help="γ of the feature head (none: skip it)")
+    parser.add_argument("--methods", nargs="+", default=None, metavar="PREFIX",
+                        help="run only methods starting with these, e.g. 'ours feature' 'HF "
+                             "assisted' (ours autoregressive and HF generate always run)")
     parser.add_argument("--num-pred", type=int, default=10)
     parser.add_argument("--ngram-max", type=int, default=3)
     parser.add_argument("--block", type=int, default=8)
@@ -301,12 +332,27 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="tokens per forward for the latency curve (none: skip it)")
     parser.add_argument("--out", type=Path, default=DATA_DIR / "results" / "bench.json")
     args = parser.parse_args(argv)
-    if args.temperature < 0:
-        parser.error(f"--temperature must be >= 0 (0 is greedy), got {args.temperature}")
+    if not args.temperature >= 0 or args.temperature == float("inf"):
+        parser.error(f"--temperature must be a finite number >= 0 (0 is greedy), got "
+                     f"{args.temperature}")
+    for name, minimum in (("repeats", 1), ("warmup", 0), ("max_new_tokens", 1), ("num_pred", 0),
+                          ("ngram_max", 1), ("block", 1), ("prompts", 0)):
+        if getattr(args, name) < minimum:
+            parser.error(f"--{name.replace('_', '-')} must be >= {minimum}, "
+                         f"got {getattr(args, name)}")
+    if any(g < 0 for g in args.gammas + args.head_gammas + args.latency_counts):
+        parser.error("--gammas, --head-gammas and --latency-counts take integers >= 0")
+    folder = args.out.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir() or not os.access(folder, os.W_OK):
+        parser.error(f"--out {args.out}: cannot write there ({folder} is not a writable folder)")
     return args
 
 
 def main(argv=None) -> None:
+    from .viz.speedups import plot_speedups  # only for the PNG: measuring needs no viz
+
     args = parse_args(argv)
     start = time.perf_counter()
     record = run(args)

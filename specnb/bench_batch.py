@@ -26,10 +26,10 @@ from .bench import DTYPES, timed
 from .core.batch_kv import BatchedCachedLM
 from .data import DATA_DIR, GROUPS, load_prompts
 from .models import chat_ids
-from .methods.batch_common import pad_token_id
-from .methods.common import cut_at_eos, eos_token_ids
+from .drafters.model import pad_token_id
+from .methods.inputs import eos_token_ids
+from .methods.results import cut_at_eos
 from .pairs import load_pair
-from .viz.batching import plot_batch_throughput
 
 METHODS = ["autoregressive", "speculative", "prompt_lookup", "hf"]
 
@@ -148,6 +148,8 @@ def format_table(record: dict) -> str:
 
 
 def main(argv=None) -> dict:
+    from .viz.batching import plot_batch_throughput  # only for the PNG: measuring needs no viz
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 2, 4, 8, 16])

@@ -1,4 +1,9 @@
-"""Target/draft pairs: the embedded offline pair, and named pairs from the Hugging Face Hub.
+"""Target/draft pairs: the embedded offline pairs, and named pairs from the Hugging Face Hub.
+
+`load_pair()` returns the embedded target with its default drafter, the feature-reading head
+of `data/head/` (`specnb.drafters.FeatureDrafter`); `load_pair("embedded-distilled")` returns
+the same target with the standalone draft model distilled for it (`data/draft/`), kept for
+comparison and as the assistant of transformers' assisted generation.
 
 Speculative decoding compares the two models' probabilities token by token, so a pair must
 share one tokenizer. Vocabularies may differ only by padding rows (embedding rows beyond the
@@ -12,6 +17,8 @@ from .data import DATA_DIR
 from .models import default_device, default_dtype, load_model
 
 EMBEDDED_DRAFT = DATA_DIR / "draft"
+EMBEDDED_HEAD = DATA_DIR / "head"
+EMBEDDED = ("embedded", "embedded-distilled")  # offline: the head (default), the distilled draft
 PAIRS = {  # name: (target, draft); these need internet on first use
     "smollm2-1.7b": ("HuggingFaceTB/SmolLM2-1.7B-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct"),
     "smollm2-360m": ("HuggingFaceTB/SmolLM2-360M-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct"),
@@ -49,14 +56,28 @@ def load_embedded_draft(device=None, dtype=None):
     return draft.to(device).eval()
 
 
+def load_embedded_head(target):
+    """The feature-reading draft head shipped in data/head, as a drafter for `target`."""
+    from .drafters import FeatureDrafter
+
+    return FeatureDrafter.from_pretrained(EMBEDDED_HEAD, target)
+
+
 def load_pair(name=None, *, device=None, dtype=None):
-    """Return `(target, draft, tokenizer)`; no name: the embedded offline pair."""
-    if name is None:
+    """Return `(target, draft, tokenizer)`.
+
+    No name (or "embedded"): the embedded target and its feature head (a drafter);
+    "embedded-distilled": the embedded target and the distilled draft model; a name of `PAIRS`:
+    a Hub pair (needs internet).
+    """
+    if name is None or name in EMBEDDED:
         target, tokenizer = load_model(device=device, dtype=dtype)
-        return target, load_embedded_draft(target.device, target.dtype), tokenizer
+        if name == "embedded-distilled":
+            return target, load_embedded_draft(target.device, target.dtype), tokenizer
+        return target, load_embedded_head(target), tokenizer
     if name not in PAIRS:
-        raise ValueError(f"unknown pair {name!r}; choose one of {sorted(PAIRS)} or None "
-                         f"for the embedded offline pair")
+        raise ValueError(f"unknown pair {name!r}; choose one of {sorted(PAIRS)}, "
+                         f"{list(EMBEDDED)} or None for the embedded offline pair")
     target_id, draft_id = PAIRS[name]
     target, target_tokenizer = load_model(target_id, device=device, dtype=dtype)
     draft, draft_tokenizer = load_model(draft_id, device=target.device, dtype=target.dtype)

@@ -5,7 +5,25 @@ import torch
 
 import specnb.models
 import specnb.pairs
-from tiny_models import VOCAB, perturbed, tiny_llama
+from tiny_models import TEST_DEVICE, VOCAB, perturbed, tiny_llama
+
+# The χ² tests hand specnb `torch.Generator()`s; specnb samples where the model is, so under
+# SPECNB_TEST_DEVICE (scripts/gpu_check.py) a generator made there without a device is made on
+# the test device. Unset, nothing changes.
+SAMPLING_MODULES = {"test_speculative_exact", "test_batched_exact"}
+_Generator = torch.Generator
+
+
+class _TestDeviceGenerator(_Generator):
+    def __new__(cls, device=None):
+        return _Generator.__new__(cls, device=device or TEST_DEVICE)
+
+
+@pytest.fixture(autouse=True)
+def _generators_on_test_device(request, monkeypatch):
+    module = getattr(getattr(request, "module", None), "__name__", "")
+    if TEST_DEVICE is not None and module in SAMPLING_MODULES:
+        monkeypatch.setattr(torch, "Generator", _TestDeviceGenerator)
 
 
 @pytest.fixture(scope="session")

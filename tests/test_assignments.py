@@ -3,7 +3,8 @@
 The source notebooks (assignments/source, with solutions) must score full marks when graded;
 their student versions (written by `python -m specnb.assignments release`) must score zero,
 every test cell failing with a message that tells the student what to do, not a bare
-assertion. Executing exercise 5 loads the embedded pair, hence the `embedded` marker.
+assertion. Executing exercise 5 loads the embedded pair, hence the `embedded` marker;
+grading executes notebooks in a Jupyter kernel, hence `slow`.
 Deliberately wrong solutions are tested against the checks directly, in test_checks.py.
 """
 
@@ -98,12 +99,14 @@ def auto_rows(rows):
     return [row for row in rows if row[1] is not None]
 
 
+@pytest.mark.slow  # executes notebooks in a Jupyter kernel
 @pytest.mark.parametrize("name", params())
 def test_source_version_scores_full_marks(name, tmp_path):
     rows = assignments.grade_notebook(SOURCE / name, SOURCE / name, timeout=300)
     assert auto_rows(rows) and all(got == points for _, got, points, _ in auto_rows(rows)), rows
 
 
+@pytest.mark.slow  # executes notebooks in a Jupyter kernel
 @pytest.mark.parametrize("name", params())
 def test_student_version_fails_with_actionable_messages(name, tmp_path):
     assignments.release(SOURCE, tmp_path)
@@ -120,6 +123,7 @@ def test_student_version_fails_with_actionable_messages(name, tmp_path):
     assert f"0/{sum(r[2] for r in auto_rows(rows)):g}" in table and "✗" in table
 
 
+@pytest.mark.slow  # executes notebooks in a Jupyter kernel
 def test_grade_restores_tampered_test_cells(tmp_path):
     """A student who deletes the check from a test cell still gets it run."""
     notebook = nbformat.read(SOURCE / "03_ngram_lookup.ipynb", as_version=4)

@@ -57,8 +57,8 @@ def test_prompt_longer_than_context(target, method):
 
 
 @pytest.mark.parametrize("bad_ids,message", [
-    (torch.ones(3, dtype=torch.long), r"\[1, L\]"),
     (torch.ones(1, 3), "LongTensor"),
+    (torch.ones(1, 1, 3, dtype=torch.long), "LongTensor"),
     (torch.full((1, 3), 10_000, dtype=torch.long), "vocabulary"),
 ])
 def test_malformed_input_ids(target, bad_ids, message):
@@ -66,11 +66,20 @@ def test_malformed_input_ids(target, bad_ids, message):
         specnb.autoregressive(target, bad_ids, max_new_tokens=4)
 
 
-@pytest.mark.parametrize("batch", [torch.ones(2, 3, dtype=torch.long), [[1, 2, 3]]])
+@pytest.mark.parametrize("batch", [torch.ones(2, 3, dtype=torch.long), [[1, 2, 3], [4, 5]]])
 def test_jacobi_refuses_batches(target, batch):
     """Batches go to autoregressive, speculative and prompt_lookup; Jacobi runs one prompt."""
-    with pytest.raises(ValueError, match=r"\[1, L\]|LongTensor"):
+    with pytest.raises(ValueError, match="one prompt at a time"):
         specnb.jacobi(target, batch, block=4, max_new_tokens=4)
+
+
+@pytest.mark.parametrize("method", ["autoregressive", "speculative", "prompt_lookup", "jacobi"])
+def test_prompts_in_the_shapes_people_have(target, method):
+    """[1, L], [L], a flat list of ids (what tokenizer.encode returns) and a batch of one."""
+    ids = [5, 9, 3, 7]
+    expected = call(method, target, torch.tensor([ids]), max_new_tokens=6).tokens
+    for shape in (torch.tensor(ids), ids, [ids], [torch.tensor(ids)]):
+        assert call(method, target, shape, max_new_tokens=6).tokens == expected
 
 
 @pytest.mark.parametrize("max_new", [0, -3, 2.5])

@@ -1,6 +1,8 @@
 """The benchmark harness end to end on a tiny budget, greedy and sampled, and its plots.
 
-Timings are not checked (they vary); structure, token counts, peers and equality are."""
+Timings are not checked (they vary); structure, token counts, peers and equality are. The
+`record` and `sampled` fixtures run `python -m specnb.bench` on the embedded pair, every method
+and its transformers peer: the tests that use them are `embedded` and `slow`."""
 
 import json
 
@@ -11,6 +13,11 @@ from specnb import bench
 from specnb.viz.speedups import plot_speedup_vs_gamma, plot_speedups, speculative_by_gamma
 
 matplotlib.use("Agg")
+
+
+def bench_run(test):
+    """Mark a test that reads a whole benchmark run of the embedded pair."""
+    return pytest.mark.slow(pytest.mark.embedded(test))
 
 
 @pytest.fixture(scope="module")
@@ -32,6 +39,7 @@ def sampled(tmp_path_factory):
     return json.loads(out.read_text())
 
 
+@bench_run
 def test_record_has_every_method_and_identical_greedy_outputs(record):
     methods = {row["method"] for row in record["rows"]}
     assert methods == {"ours autoregressive", "ours speculative γ=2", "ours speculative γ=3",
@@ -45,6 +53,7 @@ def test_record_has_every_method_and_identical_greedy_outputs(record):
     assert record["dtype"] == "torch.float32"  # CPU: float32
 
 
+@bench_run
 def test_peer_forwards_are_counted(record):
     for row in record["rows"]:
         if row["method"] == "HF generate":  # one target forward per new token
@@ -53,6 +62,7 @@ def test_peer_forwards_are_counted(record):
             assert 1 <= row["target_forwards"] <= row["new_tokens"]
 
 
+@bench_run
 def test_forward_latency_is_recorded(record):
     latency = record["forward_latency"]
     assert latency["token_counts"] == [1, 2] and latency["prefix_len"] == 200
@@ -71,6 +81,7 @@ def test_bad_temperature_is_refused():
         bench.parse_args(["--temperature", "-1"])
 
 
+@bench_run
 def test_summary_ratios_are_consistent(record):
     summary = {s["method"]: s for s in record["summary"]["all"]}
     assert summary["ours autoregressive"]["speedup_vs_ours_ar"] == pytest.approx(1.0)
@@ -89,6 +100,7 @@ def test_summary_ratios_are_consistent(record):
     assert set(record["summary"]) == {"all", "open-ended", "input-grounded"}
 
 
+@bench_run
 def test_sampled_mode(sampled):
     """T > 0: every method but Jacobi (greedy only) runs; outputs are not compared."""
     methods = {row["method"] for row in sampled["rows"]}
@@ -102,6 +114,7 @@ def test_sampled_mode(sampled):
     assert table.count("(sampled)") == len(methods) and " NO" not in table
 
 
+@bench_run
 def test_plots(record):
     fig = plot_speedups(record)
     assert [ax.get_title() for ax in fig.axes] == ["open-ended prompts", "input-grounded prompts"]

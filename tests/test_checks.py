@@ -232,6 +232,7 @@ def make_decode(step=reference_step, trim=True, emit_all=False, fresh_guesses=Fa
     return jacobi_decode
 
 
+@pytest.mark.slow  # every Jacobi check case, step and loop: ~35 s on 2 cores
 def test_exercise_4_reference_passes(capsys):
     checks.check_jacobi_step(reference_step)
     checks.check_jacobi_loop(make_decode())
@@ -274,6 +275,7 @@ def test_plain_greedy_loop_is_not_jacobi():
     expect_failure(checks.check_jacobi_loop, one_token_at_a_time, "forwards")
 
 
+@pytest.mark.slow  # every Jacobi check case, step and loop: ~35 s on 2 cores
 def test_reference_loop_over_the_library_step_passes():
     from specnb.core import jacobi_step
 

@@ -5,7 +5,9 @@ import torch
 
 import specnb
 from tiny_models import tiny_llama
-from specnb.pairs import EMBEDDED_DRAFT, PAIRS, load_pair, match_vocabularies, output_rows
+from specnb.drafters import FeatureDrafter
+from specnb.pairs import EMBEDDED_DRAFT, EMBEDDED_HEAD, PAIRS, load_pair, match_vocabularies, \
+    output_rows
 
 
 class StubTokenizer:
@@ -61,12 +63,21 @@ def test_named_pair_offline_points_to_the_default(monkeypatch):
         load_pair("llama-160m")
 
 
-def test_embedded_pair_loads_offline(monkeypatch):
+@pytest.mark.embedded
+def test_embedded_pairs_load_offline(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    target, draft, tokenizer = load_pair(device="cpu")
+    target, draft, tokenizer = load_pair("embedded-distilled", device="cpu")
     assert output_rows(draft) == output_rows(target) == len(tokenizer)
     assert draft.dtype == target.dtype == torch.float32
     size = sum(f.stat().st_size for f in EMBEDDED_DRAFT.iterdir())
     assert size <= 20 * 2**20, f"the shipped draft must stay within 20 MB, is {size / 2**20:.1f}"
     draft_params = sum(p.numel() for p in draft.parameters())
     assert draft_params < 0.1 * sum(p.numel() for p in target.parameters())
+    # The default pair: the same target and the feature head, a drafter reading its features.
+    target, head, _ = load_pair(device="cpu")
+    assert isinstance(head, FeatureDrafter)
+    assert head.head.config.target_vocab_size == len(tokenizer)
+    size = sum(f.stat().st_size for f in EMBEDDED_HEAD.iterdir())
+    assert size <= 25 * 2**20, f"the shipped head must stay within 25 MB, is {size / 2**20:.1f}"
+    with pytest.raises(ValueError, match="embedded-distilled"):
+        load_pair("embedded-standalone")

@@ -1,15 +1,10 @@
 """Tests of `specnb.core.sampler`: the exponential race samples p exactly; logits -> probs."""
 
-import pathlib
-import sys
-
 import pytest
 import torch
 
-sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from stats import binomial_tolerance, chi2_pvalue, equal_mass_bins  # noqa: E402
-
-from specnb.core import check_temperature, draw, logits_to_probs, sample  # noqa: E402
+from specnb.core import check_temperature, draw, logits_to_probs, sample
+from specnb.stats import binomial_tolerance, chi2_pvalue, equal_mass_bins
 
 ALPHA = 1e-3  # significance level of every χ² test below
 NUM_DRAWS = 20_000

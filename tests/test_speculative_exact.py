@@ -1,100 +1,136 @@
-"""The whole speculative loop samples from the target: first two tokens' joint law, by χ².
+"""The whole speculative loop samples from the target: joint law of the first three tokens, χ².
 
-The exact joint p(t1, t2 | prompt) of a tiny target is enumerated (V + 1 forwards); the
-empirical joint of many `speculative` runs (γ = 1, so drafts, rejections, resamples and bonus
-tokens all occur) must fit it. Broken loops must not.
+Thousands of rows of one prompt run in a single batched call (B = 1 is a batch of one, so this
+covers the one loop). Rows accept different numbers of drafts and roll back by different
+amounts, so a row that saw another row's state, or a cache that kept a rejected draft, would
+shift the law. The feature head runs with random weights and a draft vocabulary that
+leaves out 2 of the 6 tokens (q = 0 there), so the residual must cover them. The exact joint p(t1, t2, t3 | prompt) of a tiny target is enumerated. Each
+deliberately broken variant must fail the same test.
 """
 
 import importlib
 
 import pytest
 import torch
-from scipy.stats import chisquare
 
 import specnb
+from specnb.core import sample, verify
+from specnb.stats import chi2_pvalue
+from head_fixtures import random_head
 from tiny_models import tiny_llama
-from specnb.core import sample, verify_detailed
 
 # The package re-exports the function `speculative`, which hides the module of the same name.
-speculative_module = importlib.import_module("specnb.methods.speculative")
+loop_module = importlib.import_module("specnb.methods.speculative")
 
-VOCAB, RUNS, P_MIN = 6, 2500, 1e-3
-
-
-def exact_joint(model, ids, temperature):
-    """[V, V] table of p(t1) p(t2 | t1) at the given temperature."""
-    with torch.no_grad():
-        first = torch.softmax(model(ids).logits[0, -1] / temperature, -1)
-        followups = torch.cat([ids.expand(VOCAB, -1), torch.arange(VOCAB)[:, None]], dim=1)
-        second = torch.softmax(model(followups).logits[:, -1] / temperature, -1)
-    return first[:, None] * second
-
-
-def empirical_joint(target, draft, ids, temperature, seed):
-    generator = torch.Generator().manual_seed(seed)
-    counts = torch.zeros(VOCAB, VOCAB)
-    for _ in range(RUNS):
-        result = specnb.speculative(target, draft, ids, gamma=1, max_new_tokens=2,
-                                    temperature=temperature, generator=generator)
-        first, second = result.tokens[0]
-        counts[first, second] += 1
-    return counts
-
-
-def chi2_pvalue(counts, probs):
-    expected = probs.flatten().double() * counts.sum()
-    observed = counts.flatten().double()
-    keep = expected >= 5  # pool the rare cells into one so the χ² approximation holds
-    observed = torch.cat([observed[keep], observed[~keep].sum().view(1)])
-    expected = torch.cat([expected[keep], expected[~keep].sum().view(1)])
-    return chisquare(observed.numpy(), expected.numpy() * observed.sum().item() /
-                     expected.sum().item()).pvalue
+VOCAB, ROWS, P_MIN = 6, 6000, 1e-3
+PROMPT = [1, 4, 2, 1, 4]  # repeats, so prompt lookup finds n-grams to copy
 
 
 @pytest.fixture(scope="module")
 def pair():
     target = tiny_llama(11, vocab=VOCAB, std=0.5)
     draft = tiny_llama(13, vocab=VOCAB, std=0.3, hidden=16, layers=1)  # α ≈ 0.4
-    return target, draft, torch.tensor([[1, 4, 2]])
+    return target, draft
 
 
-def verify_without_residual(target_probs, draft_probs, draft_ids, bonus_ids, *, generator=None,
-                            **_):
+def exact_joint(model, temperature):
+    """`[V³]` table of p(t1) p(t2 | t1) p(t3 | t1, t2), flattened as t1·V² + t2·V + t3."""
+    ids = torch.tensor([PROMPT])
+    with torch.no_grad():
+        first = torch.softmax(model(ids).logits[0, -1] / temperature, -1)
+        pairs = torch.cartesian_prod(torch.arange(VOCAB), torch.arange(VOCAB))  # [V², 2]
+        singles = torch.arange(VOCAB)[:, None]
+        seconds = torch.softmax(model(torch.cat([ids.expand(VOCAB, -1), singles], 1))
+                                .logits[:, -1] / temperature, -1)  # [V, V]
+        thirds = torch.softmax(model(torch.cat([ids.expand(VOCAB ** 2, -1), pairs], 1))
+                               .logits[:, -1] / temperature, -1)  # [V², V]
+    return (first[:, None, None] * seconds[:, :, None] * thirds.view(VOCAB, VOCAB, VOCAB)).flatten()
+
+
+def sampled_codes(pair, method, temperature, seed=5, gamma=2):
+    target, draft = pair
+    generator = torch.Generator().manual_seed(seed)
+    prompts = [PROMPT] * ROWS
+    if method in ("speculative", "feature head"):
+        drafter = draft if method == "speculative" else random_head(target, draft_vocab=4)
+        result = specnb.speculative(target, drafter, prompts, gamma=gamma, max_new_tokens=5,
+                                    temperature=temperature, generator=generator)
+    else:
+        result = specnb.prompt_lookup(target, prompts, num_pred=gamma, ngram_max=2,
+                                      max_new_tokens=5, temperature=temperature,
+                                      generator=generator)
+    # The prompt's forward gives token 1; the first iteration drafts up to 3 tokens (the budget
+    # of 5 allows it), so tokens 2 and 3 come from drafts, rejections, resamples and bonuses.
+    tokens = torch.tensor(result.tokens)[:, :3]  # [ROWS, 3]
+    assert result.stats.drafted > 0 and 0 < result.stats.accepted < result.stats.drafted
+    return tokens[:, 0] * VOCAB ** 2 + tokens[:, 1] * VOCAB + tokens[:, 2]
+
+
+@pytest.mark.parametrize("method", ["speculative", "prompt_lookup", "feature head"])
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_loop_samples_the_target_joint(pair, method, temperature):
+    codes = sampled_codes(pair, method, temperature)
+    assert chi2_pvalue(codes, exact_joint(pair[0], temperature)) > P_MIN
+
+
+def verify_without_residual(target_probs, draft_probs, draft_ids, bonus_ids, *, num_drafts=None,
+                            generator=None, **_):
     """Broken: at a rejection, resample from p instead of (p − q)+."""
-    verdict = verify_detailed(target_probs, draft_probs, draft_ids, bonus_ids, generator=generator)
-    batch, gamma = draft_ids.shape
-    if gamma == 0:  # only a bonus token: nothing to resample
+    verdict = verify(target_probs, draft_probs, draft_ids, bonus_ids, num_drafts=num_drafts,
+                     generator=generator, check=False)
+    if draft_ids.shape[1] == 0:
         return verdict
+    rows = torch.arange(draft_ids.shape[0])
     n = verdict.num_accepted
-    rejected = n < gamma
-    row = n.clamp(max=gamma - 1)
-    naive = sample(target_probs[torch.arange(batch), row], generator=generator)
-    verdict.tokens[torch.arange(batch), n] = torch.where(rejected, naive,
-                                                         verdict.tokens[torch.arange(batch), n])
+    rejected = n < num_drafts
+    naive = sample(target_probs[rows, n.clamp(max=draft_ids.shape[1] - 1)], generator=generator)
+    verdict.tokens[rows, n] = torch.where(rejected, naive, verdict.tokens[rows, n])
+    return verdict
+
+
+def verify_past_rejection(target_probs, draft_probs, draft_ids, bonus_ids, *, num_drafts=None,
+                          generator=None, **_):
+    """Broken: a rejected draft is dropped but the later drafts are still checked and kept."""
+    verdict = verify(target_probs, draft_probs, draft_ids, bonus_ids, num_drafts=num_drafts,
+                     generator=generator, check=False)
+    width = draft_ids.shape[1]
+    for row in range(draft_ids.shape[0]):
+        count = int(num_drafts[row])
+        passed = [j for j in range(count) if bool(verdict.coin_accepts[row, j])]
+        if int(verdict.num_accepted[row]) < count and passed and passed[-1] > \
+                int(verdict.num_accepted[row]):
+            kept = [int(draft_ids[row, j]) for j in passed] + [int(bonus_ids[row, 0])]
+            verdict.tokens[row] = torch.tensor((kept + [-1] * (width + 1))[:width + 1])
+            verdict.num_accepted[row] = len(passed)
     return verdict
 
 
 def greedy_draws(probs, temperature, *, generator=None):
-    """Broken: the draft and bonus take the argmax although the target samples."""
+    """Broken: drafts and bonus tokens take the argmax although the target samples."""
     return probs.argmax(dim=-1)
 
 
-@pytest.mark.parametrize("temperature", [1.0, 0.7])
-def test_speculative_samples_the_target_joint(pair, temperature):
-    target, draft, ids = pair
-    counts = empirical_joint(target, draft, ids, temperature, seed=20)
-    result = specnb.speculative(target, draft, ids, gamma=1, max_new_tokens=2,
-                                temperature=temperature, generator=torch.Generator().manual_seed(0))
-    assert result.stats.draft_forwards >= 1
-    assert chi2_pvalue(counts, exact_joint(target, ids, temperature)) > P_MIN
+original_rollback = specnb.core.batch_kv.BatchedCachedLM.rollback
 
 
-@pytest.mark.parametrize("broken", ["no_residual", "greedy_draws"])
-def test_broken_loops_are_caught(pair, monkeypatch, broken):
-    target, draft, ids = pair
+def rollback_one_short(self, num_tokens):
+    """Broken: keep the last rejected draft of every row in the target's cache."""
+    return original_rollback(self, (num_tokens - 1).clamp_min(0))
+
+
+@pytest.mark.parametrize("method", ["speculative", "feature head"])
+@pytest.mark.parametrize("broken", ["no_residual", "past_rejection", "greedy_draws",
+                                    "stale_cache"])
+def test_broken_loops_are_caught(pair, monkeypatch, broken, method):
     if broken == "no_residual":
-        monkeypatch.setattr(speculative_module, "verify_detailed", verify_without_residual)
+        monkeypatch.setattr(loop_module, "verify", verify_without_residual)
+    elif broken == "past_rejection":
+        monkeypatch.setattr(loop_module, "verify", verify_past_rejection)
+    elif broken == "greedy_draws":
+        for module in ("specnb.methods.speculative", "specnb.drafters.model",
+                       "specnb.drafters.feature"):
+            monkeypatch.setattr(importlib.import_module(module), "draw", greedy_draws)
     else:
-        monkeypatch.setattr(speculative_module, "draw", greedy_draws)
-    counts = empirical_joint(target, draft, ids, 1.0, seed=20)
-    assert chi2_pvalue(counts, exact_joint(target, ids, 1.0)) < P_MIN
+        monkeypatch.setattr(specnb.core.batch_kv.BatchedCachedLM, "rollback", rollback_one_short)
+    codes = sampled_codes(pair, method, 1.0, gamma=3)
+    assert chi2_pvalue(codes, exact_joint(pair[0], 1.0)) < P_MIN

@@ -6,17 +6,13 @@ verifies go through the same check and must be rejected, so the check is known t
 """
 
 import functools
-import pathlib
-import sys
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from stats import binomial_tolerance, chi2_pvalue, equal_mass_bins  # noqa: E402
-
-from specnb.core import acceptance_overlap, verify, verify_detailed  # noqa: E402
+from specnb.core import acceptance_overlap, verify
+from specnb.stats import binomial_tolerance, chi2_pvalue, equal_mass_bins
 
 ALPHA = 1e-3  # significance level of every χ² test below
 
@@ -45,7 +41,7 @@ def test_one_hot_p_and_q_accept_iff_equal_else_emit_target_argmax():
     bonus = torch.full((4, 1), 3)
     for seed in range(5):  # the outcome is deterministic whatever the coins
         g = torch.Generator().manual_seed(seed)
-        v = verify_detailed(target_probs, draft_probs, draft_token_ids, bonus, generator=g,
+        v = verify(target_probs, draft_probs, draft_token_ids, bonus, generator=g,
                             check=True)
         assert v.tokens.tolist() == [[1, 2, 3], [1, 2, -1], [1, -1, -1], [1, -1, -1]]
         assert v.num_accepted.tolist() == [2, 1, 0, 0]
@@ -67,7 +63,7 @@ def test_p_equals_q_accepts_everything_and_emits_bonus(probs):
     draft_token_ids = torch.multinomial(p, batch * gamma, replacement=True,
                                         generator=g).view(batch, gamma)
     bonus = torch.multinomial(p, batch, replacement=True, generator=g).view(batch, 1)
-    v = verify_detailed(target_probs, target_probs.clone(), draft_token_ids, bonus,
+    v = verify(target_probs, target_probs.clone(), draft_token_ids, bonus,
                         generator=g, check=True)
     assert torch.equal(v.tokens, torch.cat([draft_token_ids, bonus], dim=1))
     assert (v.num_accepted == gamma).all()
@@ -82,7 +78,7 @@ def test_draft_token_with_q_zero_and_p_positive_is_accepted():
     draft_probs = torch.tensor([0.0, 1 / 3, 1 / 3, 1 / 3]).expand(batch, 1, 4)
     draft_token_ids = torch.zeros(batch, 1, dtype=torch.long)
     bonus = torch.full((batch, 1), 2)
-    v = verify_detailed(target_probs, draft_probs, draft_token_ids, bonus,
+    v = verify(target_probs, draft_probs, draft_token_ids, bonus,
                         generator=torch.Generator().manual_seed(0), check=True)
     assert (v.accept_probs == 1).all()
     assert v.tokens.tolist() == [[0, 2]] * batch
@@ -95,13 +91,13 @@ def test_draft_token_with_p_zero_is_rejected_and_replaced_from_residual():
     target_probs = torch.tensor([0.0, 0.5, 0.5, 0.0]).expand(batch, 1, 4)
     draft_probs = torch.tensor([0.0, 0.0, 0.0, 1.0]).expand(batch, 1, 4)
     ids = torch.zeros(batch, 1, dtype=torch.long)
-    v = verify_detailed(target_probs, draft_probs, ids, torch.full((batch, 1), 3), generator=g)
+    v = verify(target_probs, draft_probs, ids, torch.full((batch, 1), 3), generator=g)
     assert (v.num_accepted == 0).all() and (v.accept_probs == 0).all()
     assert set(v.tokens[:, 0].tolist()) == {1, 2}  # both appear among 300 fair draws
     assert (v.tokens[:, 1] == -1).all()
     # Same with p = q: no residual mass at all, the row must still emit a token of p, not NaN.
     same = torch.tensor([0.0, 1.0, 0.0, 0.0]).expand(batch, 1, 4)
-    v = verify_detailed(same, same, ids, torch.full((batch, 1), 3), generator=g)
+    v = verify(same, same, ids, torch.full((batch, 1), 3), generator=g)
     assert v.tokens.tolist() == [[1, -1]] * batch
     assert torch.isfinite(v.accept_probs).all()
 
@@ -112,7 +108,7 @@ def test_disjoint_supports_reject_at_column_zero_and_resample_from_p():
     p = torch.tensor([0.3, 0.7, 0.0, 0.0])
     q = torch.tensor([0.0, 0.0, 0.4, 0.6])
     ids = torch.multinomial(q, batch * gamma, replacement=True, generator=g).view(batch, gamma)
-    v = verify_detailed(p.expand(batch, gamma, 4), q.expand(batch, gamma, 4), ids,
+    v = verify(p.expand(batch, gamma, 4), q.expand(batch, gamma, 4), ids,
                         torch.zeros(batch, 1, dtype=torch.long), generator=g, check=True)
     assert (v.num_accepted == 0).all()
     assert ((v.tokens[:, 0] == 0) | (v.tokens[:, 0] == 1)).all()
@@ -126,7 +122,7 @@ def test_gamma_zero_returns_just_the_bonus(check):
     batch, vocab = 6, 5
     empty_probs = torch.empty(batch, 0, vocab)
     bonus = torch.arange(batch).remainder(vocab).view(batch, 1)
-    v = verify_detailed(empty_probs, empty_probs, torch.empty(batch, 0, dtype=torch.long), bonus,
+    v = verify(empty_probs, empty_probs, torch.empty(batch, 0, dtype=torch.long), bonus,
                         generator=torch.Generator().manual_seed(0), check=check)
     assert v.tokens.dtype == torch.int64 and v.tokens.shape == (batch, 1)
     assert torch.equal(v.tokens, bonus)
@@ -140,7 +136,7 @@ def test_output_layout_dtype_shape_and_padding():
     p, q = dirichlet(vocab, g), dirichlet(vocab, g)
     ids = torch.multinomial(q, batch * gamma, replacement=True, generator=g).view(batch, gamma)
     bonus = torch.multinomial(p, batch, replacement=True, generator=g).view(batch, 1)
-    v = verify_detailed(p.expand(batch, gamma, vocab), q.expand(batch, gamma, vocab), ids, bonus,
+    v = verify(p.expand(batch, gamma, vocab), q.expand(batch, gamma, vocab), ids, bonus,
                         generator=g, check=True)
     assert v.tokens.dtype == torch.int64 and v.tokens.shape == (batch, gamma + 1)
     assert v.num_accepted.dtype == torch.int64 and v.num_accepted.shape == (batch,)
@@ -160,12 +156,12 @@ def test_output_layout_dtype_shape_and_padding():
     rejected = v.num_accepted < gamma
     col = v.num_accepted[rejected]
     assert (v.tokens[rejected, col] != ids[rejected, col]).all()
-    # verify is verify_detailed(...).tokens, and a seed fixes the result.
+    # A seed fixes the result.
     again = verify(p.expand(batch, gamma, vocab), q.expand(batch, gamma, vocab), ids, bonus,
                    generator=torch.Generator().manual_seed(11))
-    assert torch.equal(again, verify_detailed(p.expand(batch, gamma, vocab),
-                                              q.expand(batch, gamma, vocab), ids, bonus,
-                                              generator=torch.Generator().manual_seed(11)).tokens)
+    assert torch.equal(again.tokens, verify(p.expand(batch, gamma, vocab),
+                                            q.expand(batch, gamma, vocab), ids, bonus,
+                                            generator=torch.Generator().manual_seed(11)).tokens)
 
 
 def test_acceptance_overlap_is_sum_of_min():
@@ -222,7 +218,7 @@ BAD_INPUTS = {
 def test_check_accepts_valid_inputs():
     args = _valid_inputs()
     out = verify(**args, generator=torch.Generator().manual_seed(0), check=True)
-    assert out.shape == (2, 4)
+    assert out.tokens.shape == (2, 4)
 
 
 @pytest.mark.parametrize("case", list(BAD_INPUTS))
@@ -275,7 +271,7 @@ def make_case(name: str):
 
 
 def exact_verify(target_probs, draft_probs, draft_token_ids, bonus_token_ids, *, generator):
-    v = verify_detailed(target_probs, draft_probs, draft_token_ids, bonus_token_ids,
+    v = verify(target_probs, draft_probs, draft_token_ids, bonus_token_ids,
                         generator=generator)
     return v.tokens, v.num_accepted
 
@@ -283,7 +279,7 @@ def exact_verify(target_probs, draft_probs, draft_token_ids, bonus_token_ids, *,
 def broken_verify_no_residual(target_probs, draft_probs, draft_token_ids, bonus_token_ids, *,
                               generator):
     """BROKEN on purpose: after a rejection, sample from p instead of (p − q)+."""
-    v = verify_detailed(target_probs, draft_probs, draft_token_ids, bonus_token_ids,
+    v = verify(target_probs, draft_probs, draft_token_ids, bonus_token_ids,
                         generator=generator)
     tokens = v.tokens.clone()
     rows = (v.num_accepted < draft_token_ids.shape[1]).nonzero().squeeze(1)
@@ -391,7 +387,7 @@ def test_ragged_num_drafts_pad_rows_and_place_the_bonus_after_each_rows_drafts()
     draft_ids = torch.tensor([[1, 2, 3], [4, 4, 4], [2, 2, 2]])  # rows 1, 2: padding agrees too
     draft_probs = F.one_hot(draft_ids, vocab).float()
     bonus = torch.tensor([[0], [3], [1]])
-    verdict = verify_detailed(target_probs, draft_probs, draft_ids, bonus,
+    verdict = verify(target_probs, draft_probs, draft_ids, bonus,
                               num_drafts=torch.tensor([3, 1, 0]), check=True)
     assert verdict.num_accepted.tolist() == [3, 1, 0]
     assert verdict.tokens.tolist() == [[1, 2, 3, 0], [4, 3, -1, -1], [1, -1, -1, -1]]
@@ -407,3 +403,18 @@ def test_bad_num_drafts(num_drafts, message):
     with pytest.raises(ValueError, match=message):
         verify(target_probs, target_probs.clone(), ids, ids[:, :1], num_drafts=num_drafts,
                check=True)
+
+
+def test_deterministic_proposal_equals_one_hot_q():
+    """draft_probs=None (a copied or greedy draft) is the same as passing its one-hot q."""
+    generator = torch.Generator().manual_seed(3)
+    batch, gamma, vocab = 500, 3, 7
+    p = torch.softmax(torch.randn(batch, gamma, vocab, generator=generator), -1)
+    ids = torch.randint(0, vocab, (batch, gamma), generator=generator)
+    bonus = torch.randint(0, vocab, (batch, 1), generator=generator)
+    one_hot = F.one_hot(ids, vocab).float()
+    implicit = verify(p, None, ids, bonus, generator=torch.Generator().manual_seed(1))
+    explicit = verify(p, one_hot, ids, bonus, generator=torch.Generator().manual_seed(1))
+    assert torch.equal(implicit.tokens, explicit.tokens)
+    assert torch.equal(implicit.accept_probs, p.gather(-1, ids.unsqueeze(-1)).squeeze(-1))
+    assert 0 < int(implicit.num_accepted.sum()) < batch * gamma

@@ -100,29 +100,6 @@ def test_trace_html_colours_and_escapes(speculative_result):
     assert "q=0.500 p=0.250 min(1,p/q)=0.500" in page
 
 
-def test_speculative_summary_with_the_target_as_its_own_draft(target, prompts):
-    summary = trace.speculative_summary(target, target, prompts[0], gamma=4, max_new_tokens=10)
-    assert summary["alpha_hat"] == 1.0 and summary["acceptance_rate"] == 1.0
-    assert summary["iterations"] == 2 and summary["new_tokens"] == 10
-    assert summary["emitted_counts"] == {5: 2}
-    assert summary["accepted_by_position"] == [[2, 2]] * 4
-    assert summary["tokens_per_iteration"] == summary["expected_tokens_per_iteration"] == 5.0
-
-
-def test_speculative_summary_counts_are_consistent(target, drafts, prompts):
-    summary = trace.speculative_summary(target, drafts["random"], prompts[1], gamma=3,
-                                        temperature=1.0, seed=1, max_new_tokens=16)
-    counts = summary["emitted_counts"]
-    assert sum(counts.values()) == summary["iterations"]
-    assert sum(k * v for k, v in counts.items()) == summary["new_tokens"] == 16
-    assert 0.0 <= summary["alpha_hat"] <= 1.0
-    accepted = sum(a for a, _ in summary["accepted_by_position"])
-    assert accepted == sum((k - 1) * v for k, v in counts.items())
-    again = trace.speculative_summary(target, drafts["random"], prompts[1], gamma=3,
-                                      temperature=1.0, seed=1, max_new_tokens=16)
-    assert trace.format_summary(again) == trace.format_summary(summary)  # seeded
-
-
 def test_format_summary_is_rounded_and_has_no_timing():
     summary = {"gamma": 2, "temperature": 0.7, "new_tokens": 9, "iterations": 4,
                "target_forwards": 4, "draft_forwards": 8, "acceptance_rate": 0.123456,

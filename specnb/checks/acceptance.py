@@ -16,8 +16,9 @@ import torch
 
 from ..core import accept_probability as library_accept_probability, acceptance_overlap, \
     residual_distribution as library_residual
-from .report import SIGNIFICANCE, binomial_tolerance, call, chi2_pvalue, closest_mistake, \
-    empirical_law, failure, passed, show, to_float
+from ..stats import binomial_tolerance, chi2_pvalue
+from .report import NUM_SE, SIGNIFICANCE, call, closest_mistake, empirical_law, failure, \
+    passed, show, to_float
 
 # A pair over 6 tokens with every kind of token: p > q (kept, and in the residual), p < q
 # (sometimes rejected), p = q, p = 0 < q (always rejected) and q = 0 < p (never drafted).
@@ -150,7 +151,7 @@ def check_verify_one(verify_one, seed: int = 0, num_draws: int = 20_000) -> None
         raise failure(name, given=given, expected=f"tokens distributed as p = {show(p)}",
                       got=f"empirical law {show(law.float())} (χ² p-value {pvalue:.2g})",
                       hint=hint)
-    if abs(kept - overlap) > binomial_tolerance(overlap, num_draws):
+    if abs(kept - overlap) > binomial_tolerance(overlap, num_draws, NUM_SE):
         raise failure(name, given=given, expected=f"the draft kept in {overlap:.4f} of the calls "
                       f"(Σ min(p, q))", got=f"kept in {kept:.4f}",
                       hint="keep x exactly when u < min(1, p(x)/q(x)) with one uniform u per call")

@@ -1,18 +1,19 @@
-"""How a check talks to a student: `CheckFailed`, calling their code safely, a pass line, χ².
+"""How a check talks to a student: `CheckFailed`, calling their code safely, a pass line.
 
 A failed check raises `CheckFailed` (an `AssertionError`, so nbgrader and pytest count it as a
 failed test) whose message names the function, the input it was given, what the library
 returns for that input, what the student's function returned, and a hint. Exceptions raised
 inside the student's function are turned into the same kind of message, with the input that
-triggered them. This module knows nothing about speculative decoding.
+triggered them. This module knows nothing about speculative decoding, and no statistics:
+the checks' χ² tests and binomial tolerances are `specnb.stats`, at the levels set here.
 """
 
 import math
 
 import torch
-from scipy.stats import chisquare
 
 SIGNIFICANCE = 1e-4  # χ² tests fail below this p-value (fixed seeds: the outcome never flakes)
+NUM_SE = 4.5  # a rate may stray this many standard errors (`specnb.stats.binomial_tolerance`)
 
 
 class CheckFailed(AssertionError):
@@ -76,29 +77,6 @@ def to_float(value, name: str, given: str) -> float:
                       hint="return a single number (a Python float or a 0-d tensor)") from None
 
 
-def chi2_pvalue(samples, probs) -> float:
-    """p-value of "`samples` (ids) were drawn from `probs` (`[V]`)"; 0.0 if an id is impossible.
-
-    Cells with zero probability must stay empty; the others are tested together. The check's
-    distributions are chosen so every possible cell expects at least 5 draws (χ²'s validity rule).
-    """
-    samples = torch.as_tensor(samples).flatten().long()
-    probs = torch.as_tensor(probs).double().flatten()
-    if samples.numel() == 0:
-        return 1.0
-    if samples.min() < 0 or samples.max() >= probs.numel():
-        return 0.0
-    observed = torch.bincount(samples, minlength=probs.numel()).double().numpy()
-    expected = (probs / probs.sum() * samples.numel()).numpy()
-    possible = expected > 0
-    if observed[~possible].sum() > 0:
-        return 0.0
-    if possible.sum() < 2:
-        return 1.0
-    obs, exp = observed[possible], expected[possible]
-    return float(chisquare(obs, exp * obs.sum() / exp.sum()).pvalue)
-
-
 def empirical_law(samples, vocab: int) -> torch.Tensor:
     samples = torch.as_tensor(samples).flatten().long().clamp(0, vocab - 1)
     return torch.bincount(samples, minlength=vocab).double() / max(samples.numel(), 1)
@@ -114,10 +92,5 @@ def closest_mistake(law: torch.Tensor, target: torch.Tensor, mistakes: dict) -> 
     return best[1][1]
 
 
-def binomial_tolerance(rate: float, num_trials: int, num_se: float = 4.5) -> float:
-    rate = min(max(rate, 0.0), 1.0)
-    return num_se * math.sqrt(rate * (1.0 - rate) / max(num_trials, 1)) + 1e-6
-
-
-__all__ = ["CheckFailed", "SIGNIFICANCE", "binomial_tolerance", "call", "chi2_pvalue",
-           "closest_mistake", "empirical_law", "failure", "passed", "show", "to_float"]
+__all__ = ["CheckFailed", "NUM_SE", "SIGNIFICANCE", "call", "closest_mistake", "empirical_law",
+           "failure", "passed", "show", "to_float"]

@@ -1,15 +1,16 @@
 """The core of specnb: one idea per module, no generation loops (those live in specnb.methods)."""
 
+from .batch_kv import BatchedCachedLM
 from .jacobi import JacobiStep, count_converged, jacobi_step
 from .kv import CachedLM, common_prefix_len, crop_cache
 from .ngram import NgramDraft, ngram_lookup
 from .sampler import check_temperature, draw, logits_to_probs, sample
 from .verify import Verdict, accept_probability, acceptance_overlap, residual_distribution, \
-    verify, verify_detailed
+    verify
 
 __all__ = [
-    "CachedLM", "JacobiStep", "NgramDraft", "Verdict", "accept_probability", "acceptance_overlap",
+    "BatchedCachedLM", "CachedLM", "JacobiStep", "NgramDraft", "Verdict", "accept_probability",
+    "acceptance_overlap",
     "check_temperature", "common_prefix_len", "count_converged", "crop_cache", "draw",
     "jacobi_step", "logits_to_probs", "ngram_lookup", "residual_distribution", "sample", "verify",
-    "verify_detailed",
 ]

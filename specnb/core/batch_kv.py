@@ -1,6 +1,6 @@
 """A KV cache for a batch of rows that grow and roll back by different amounts.
 
-`CachedLM` follows one sequence. Here B rows share one cache of S *slots*; a boolean mask
+Here B rows share one cache of S *slots*; a boolean mask
 `valid [B, S]` says which slots hold a real token of each row. Every forward appends the same
 number of slots T to all rows (a row with fewer new tokens pads, with `new_valid` False there);
 rolling back a row marks its last real slots invalid instead of moving memory, so each row rolls
@@ -23,7 +23,7 @@ import time
 import torch
 from transformers import DynamicCache
 
-from .kv import TimedModel, crop_cache
+from .timed import TimedModel, crop_cache
 
 # Compact when the cache has this many more slots than its longest row (holes from rollbacks).
 MAX_HOLES = 64
@@ -32,9 +32,13 @@ MAX_HOLES = 64
 class BatchedCachedLM(TimedModel):
     """A causal LM plus one KV cache for B rows of different lengths."""
 
-    def __init__(self, model, pad_token_id: int = 0):
+    def __init__(self, model, pad_token_id: int = 0, feature_layers=()):
         super().__init__(model)
         self.pad_token_id = int(pad_token_id)
+        # Hidden states to keep from every forward (indices into `hidden_states`), for drafters
+        # that read the target's features; empty: none are requested, so none are paid for.
+        self.feature_layers = tuple(feature_layers)
+        self.features = None  # [B, T, len(feature_layers), H] of the last forward
         self.cache = DynamicCache()
         self.valid = None  # [B, S] bool: slot s holds a real token of row b
         self.lengths = None  # [B] int64: real tokens per row = the next position id
@@ -44,7 +48,7 @@ class BatchedCachedLM(TimedModel):
         return 0 if self.valid is None else self.valid.shape[1]
 
     @torch.inference_mode()
-    def prefill(self, prompts: list) -> torch.Tensor:
+    def prefill(self, prompts: list, **model_inputs) -> torch.Tensor:
         """Run ragged prompts (lists of ids; right-padded here); return last logits `[B, V]`."""
         lengths = torch.tensor([len(p) for p in prompts], device=self.device)
         width = int(lengths.max())
@@ -55,18 +59,33 @@ class BatchedCachedLM(TimedModel):
         last = lengths - 1
         # Only the columns holding some row's last token: [B, K, V] instead of [B, width, V].
         columns = torch.unique(last)
-        logits = self.forward(ids.to(self.device), new_valid, keep_columns=columns)
+        logits = self.forward(ids.to(self.device), new_valid, keep_columns=columns, **model_inputs)
         return logits[torch.arange(len(prompts), device=self.device),
                       torch.searchsorted(columns, last)]
 
     @torch.inference_mode()
+    def fill(self, prompts: list, **model_inputs) -> None:
+        """Feed ragged prompts (right-padded here) without reading logits; an empty prompt
+        feeds nothing (its row starts empty), and when every prompt is empty nothing runs."""
+        self.features = None
+        if not any(prompts):
+            return
+        lengths = torch.tensor([len(p) for p in prompts], device=self.device)
+        ids = torch.full((len(prompts), int(lengths.max())), self.pad_token_id, dtype=torch.long)
+        for row, prompt in enumerate(prompts):
+            ids[row, :len(prompt)] = torch.tensor(prompt, dtype=torch.long)
+        new_valid = torch.arange(ids.shape[1], device=self.device) < lengths.unsqueeze(1)
+        self.forward(ids.to(self.device), new_valid, keep=1, **model_inputs)
+
+    @torch.inference_mode()
     def forward(self, new_ids, new_valid=None, keep: int | None = None,
-                keep_columns=None) -> torch.Tensor:
+                keep_columns=None, **model_inputs) -> torch.Tensor:
         """Append `new_ids [B, T]` (padding where `new_valid` is False); return logits.
 
         Logits are `[B, keep, V]` for the last `keep` columns (all T when keep is None), or for
         the given `keep_columns`. Put padding on the left of a chunk to read every row's last
-        real token at column -1.
+        real token at column -1. `model_inputs` go to the model as they are (a draft head's
+        features, for example).
         """
         batch, width = new_ids.shape
         if new_valid is None:
@@ -80,7 +99,9 @@ class BatchedCachedLM(TimedModel):
         # Each real token's position is its row's count of real tokens before it.
         positions = (self.lengths.unsqueeze(1) + new_valid.long().cumsum(1) - 1).clamp_min(0)
         attention_mask = torch.cat([self.valid, new_valid], dim=1).long()
-        kwargs = {self._cache_kwarg: self.cache, "use_cache": True}
+        kwargs = {self._cache_kwarg: self.cache, "use_cache": True, **model_inputs}
+        if self.feature_layers:
+            kwargs["output_hidden_states"] = True
         if keep_columns is not None and self._can_keep:
             kwargs["logits_to_keep"] = keep_columns
         elif keep is not None and self._can_keep:
@@ -96,6 +117,9 @@ class BatchedCachedLM(TimedModel):
 
         self.valid = torch.cat([self.valid, new_valid], dim=1)
         self.lengths = self.lengths + new_valid.sum(1)
+        self.model_output = out  # the whole output of the last forward (a draft head reads it)
+        if self.feature_layers:
+            self.features = torch.stack([out.hidden_states[i] for i in self.feature_layers], 2)
         logits = out.logits
         if keep_columns is not None and not self._can_keep:
             return logits[:, keep_columns]

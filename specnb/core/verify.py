@@ -25,6 +25,8 @@ class Verdict:
     num_accepted: torch.Tensor  # [B] int64: leading drafts accepted
     accept_probs: torch.Tensor  # [B, γ] min(1, p/q) of each drafted token
     coin_accepts: torch.Tensor  # [B, γ] bool: u < min(1, p/q), before the first rejection cuts
+    p_of_draft: torch.Tensor  # [B, γ] target probability of each drafted token
+    q_of_draft: torch.Tensor  # [B, γ] draft probability of each drafted token (1 if certain)
 
 
 def acceptance_overlap(target_probs: torch.Tensor, draft_probs: torch.Tensor) -> torch.Tensor:
@@ -48,24 +50,22 @@ def residual_distribution(target_probs: torch.Tensor, draft_probs: torch.Tensor)
 
 
 def verify(target_probs, draft_probs, draft_token_ids, bonus_token_ids, *, num_drafts=None,
-           generator=None, check=False) -> torch.Tensor:
-    """Accept or reject each draft token; return `[B, γ+1]` int64 ids padded with -1.
+           generator=None, check=True) -> Verdict:
+    """Accept or reject each draft token; `.tokens` of the result is `[B, γ+1]`, -1 padded.
 
-    Example (γ = 3): accepted, accepted, rejected -> [x1, x2, r, -1] with r from (p3 − q3)+;
-    all accepted -> [x1, x2, x3, bonus].
+    Example (γ = 3): accepted, accepted, rejected -> tokens [x1, x2, r, -1] with r from
+    (p3 − q3)+; all accepted -> [x1, x2, x3, bonus].
 
-    Rows may carry fewer drafts than γ: `num_drafts [B]` counts each row's real drafts, the
-    columns after them are padding (never accepted), and a row that accepts all its
+    `draft_probs=None` means a deterministic proposal (copied n-grams, a greedy guess): q is the
+    one-hot of each draft token, so x is kept with probability p(x) and the residual is p
+    without x. Rows may carry fewer drafts than γ: `num_drafts [B]` counts each row's real
+    drafts, the columns after them are padding (never accepted), and a row that accepts all its
     `num_drafts[b]` drafts emits its bonus token next (drawn by the caller from the target's
     distribution at that position): num_drafts [2], drafts [x1, x2, pad] -> [x1, x2, bonus, -1].
+
+    `check=True` validates shapes, ids and probabilities first (a few host reads); the decoding
+    loop, whose inputs it built itself, passes `check=False` to stay free of host syncs.
     """
-    return verify_detailed(target_probs, draft_probs, draft_token_ids, bonus_token_ids,
-                           num_drafts=num_drafts, generator=generator, check=check).tokens
-
-
-def verify_detailed(target_probs, draft_probs, draft_token_ids, bonus_token_ids, *,
-                    num_drafts=None, generator=None, check=False) -> Verdict:
-    """`verify`, returning the whole `Verdict` (acceptance probabilities, counts)."""
     if check:
         _check_inputs(target_probs, draft_probs, draft_token_ids, bonus_token_ids, num_drafts)
     batch, gamma, vocab = target_probs.shape
@@ -74,7 +74,8 @@ def verify_detailed(target_probs, draft_probs, draft_token_ids, bonus_token_ids,
         num_drafts = torch.full((batch,), gamma, dtype=torch.long, device=device)
     index = draft_token_ids.unsqueeze(-1)
     p_of_draft = target_probs.gather(-1, index).squeeze(-1)  # [B, γ]
-    q_of_draft = draft_probs.gather(-1, index).squeeze(-1)  # [B, γ]
+    q_of_draft = torch.ones_like(p_of_draft) if draft_probs is None else \
+        draft_probs.gather(-1, index).squeeze(-1)  # [B, γ]
     accept_probs = accept_probability(p_of_draft, q_of_draft)  # [B, γ]
     uniforms = torch.rand(batch, gamma, device=device, generator=generator)
     coin_accepts = uniforms < accept_probs
@@ -83,10 +84,15 @@ def verify_detailed(target_probs, draft_probs, draft_token_ids, bonus_token_ids,
 
     # Residual at the first rejected position only: one [B, V] row per sequence.
     if gamma > 0:
-        row = num_accepted.clamp(max=gamma - 1).view(batch, 1, 1).expand(batch, 1, vocab)
-        residual = residual_distribution(target_probs.gather(1, row).squeeze(1),
-                                         draft_probs.gather(1, row).squeeze(1))  # [B, V]
-        resampled = sample(residual, generator=generator)
+        first_rejected = num_accepted.clamp(max=gamma - 1)
+        row = first_rejected.view(batch, 1, 1).expand(batch, 1, vocab)
+        p_row = target_probs.gather(1, row).squeeze(1)  # [B, V]
+        if draft_probs is None:
+            q_row = torch.zeros_like(p_row).scatter_(
+                -1, draft_token_ids.gather(1, first_rejected.unsqueeze(1)), 1.0)
+        else:
+            q_row = draft_probs.gather(1, row).squeeze(1)
+        resampled = sample(residual_distribution(p_row, q_row), generator=generator, check=False)
     else:
         resampled = bonus_token_ids.view(batch)
 
@@ -98,7 +104,7 @@ def verify_detailed(target_probs, draft_probs, draft_token_ids, bonus_token_ids,
     tokens = torch.where(positions < n, drafts_padded,
                          torch.where(positions == n, next_token.unsqueeze(1), -1))
     return Verdict(tokens=tokens, num_accepted=num_accepted, accept_probs=accept_probs,
-                   coin_accepts=coin_accepts)
+                   coin_accepts=coin_accepts, p_of_draft=p_of_draft, q_of_draft=q_of_draft)
 
 
 def _check_inputs(target_probs, draft_probs, draft_token_ids, bonus_token_ids,
@@ -108,7 +114,8 @@ def _check_inputs(target_probs, draft_probs, draft_token_ids, bonus_token_ids,
         raise ValueError(f"target_probs must be [B, γ, V], got shape {tuple(target_probs.shape)}")
     batch, gamma, vocab = target_probs.shape
     expected = {
-        "draft_probs": (draft_probs, (batch, gamma, vocab), (torch.float32,)),
+        **({} if draft_probs is None else {
+            "draft_probs": (draft_probs, (batch, gamma, vocab), (torch.float32,))}),
         "draft_token_ids": (draft_token_ids, (batch, gamma), (torch.int64,)),
         "bonus_token_ids": (bonus_token_ids, (batch, 1), (torch.int64,)),
     }
@@ -135,6 +142,8 @@ def _check_inputs(target_probs, draft_probs, draft_token_ids, bonus_token_ids,
             raise ValueError(f"{name} must hold ids in [0, {vocab}), got range "
                              f"[{int(ids.min())}, {int(ids.max())}]")
     for name, probs in (("target_probs", target_probs), ("draft_probs", draft_probs)):
+        if probs is None:
+            continue
         if not torch.isfinite(probs).all():
             raise ValueError(f"{name} contains NaN or infinite values")
         if (probs < 0).any():

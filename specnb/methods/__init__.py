@@ -1,10 +1,14 @@
-"""The four decoding methods, each one call returning tokens, stats and a per-iteration trace."""
+"""The decoding methods, each one call returning tokens, stats and a per-row trace.
+
+`speculative`, `prompt_lookup` and `autoregressive` are one loop (`speculative.speculate`) with
+different drafters; `jacobi` has its own fixed-point loop.
+"""
 
 from .autoregressive import autoregressive
-from .common import DraftedToken, EmittedToken, GenerationResult, Iteration, Stats
 from .jacobi import jacobi
 from .prompt_lookup import prompt_lookup
-from .speculative import speculative
+from .results import DraftedToken, EmittedToken, GenerationResult, Iteration, Stats
+from .speculative import speculate, speculative
 
 __all__ = ["DraftedToken", "EmittedToken", "GenerationResult", "Iteration", "Stats",
-           "autoregressive", "jacobi", "prompt_lookup", "speculative"]
+           "autoregressive", "jacobi", "prompt_lookup", "speculate", "speculative"]

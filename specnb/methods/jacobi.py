@@ -1,41 +1,54 @@
 """Jacobi decoding (Santilli et al. 2023): guess a block of future tokens, refine in parallel.
 
 Each iteration runs `jacobi_step` once over the current guesses, emits the leading tokens that
-have converged (at least one, so it never does worse than autoregressive in forwards), and
-refills the block with the unconverged refreshed guesses. Greedy only: the fixed point it finds
-is the greedy continuation.
+have converged (at least one, so it never needs more forwards than autoregressive decoding),
+and refills the block with the unconverged refreshed guesses. Greedy only: the fixed point it
+finds is the greedy continuation. It is not draft-then-verify, so it keeps its own loop, but it
+shares the checks, the cache (`CachedLM`) and the result and trace types with the others.
 """
 
 import time
 
 from ..core import CachedLM, jacobi_step
-from .common import EmittedToken, GenerationResult, Iteration, Output, Stats, \
-    check_positive_int, eos_token_ids, finish_stats, prompt_tokens
+from .inputs import check_int, eos_token_ids, prompt_list
+from .results import EmittedToken, GenerationResult, Iteration, Stats, cut_at_eos
 
 
 def jacobi(target, input_ids, *, block, max_new_tokens, eos_token_id=None) -> GenerationResult:
-    """Greedy decoding by Jacobi iteration over blocks of `block` tokens."""
-    block = check_positive_int("block", block, 1)
-    prompt = prompt_tokens(target, input_ids, max_new_tokens)
+    """Greedy decoding by Jacobi iteration over blocks of `block` tokens (one prompt)."""
+    block = check_int("block", block, 1)
+    prompts, max_new_tokens = prompt_list(target, input_ids, None, max_new_tokens)
+    if len(prompts) != 1:
+        raise ValueError(f"jacobi decodes one prompt at a time, got {len(prompts)}; loop over them")
+    block = min(block, max_new_tokens)  # cap before building anything of size `block`
+    eos_ids = eos_token_ids(target, eos_token_id)
+    training = target.training
     target_lm = CachedLM(target)
-    out = Output(prompt, max_new_tokens, eos_token_ids(target, eos_token_id))
+    sequence, new_tokens = list(prompts[0]), []
     stats, trace = Stats(), []
-    guesses = [prompt[-1]] * block  # any start works; the fixed point does not depend on it
+    guesses = [sequence[-1]] * block  # any start works; the fixed point does not depend on it
     start = time.perf_counter()
-    while not out.done:
-        guesses = guesses[:min(block, out.remaining)]
-        step = jacobi_step(target_lm, out.sequence, guesses)
-        emitted = out.extend(step.guesses[:step.num_converged])
-        trace.append(Iteration(
-            emitted=[EmittedToken(t, "accepted" if i else "target") for i, t in
-                     enumerate(emitted)],
-            target_s=target_lm.log.seconds[-1],
-            info={"guesses": guesses, "refreshed": step.guesses,
-                  "num_converged": step.num_converged}))
-        stats.drafted += len(guesses) - 1  # position 0 is a plain autoregressive step
-        stats.accepted += step.num_converged - 1
-        # Unconverged refreshed guesses are the next start; pad by repeating the last one.
-        rest = step.guesses[step.num_converged:]
-        guesses = rest + [step.guesses[-1]] * (block - len(rest))
-    finish_stats(stats, start, out, trace, target_lm)
-    return GenerationResult("jacobi", [out.new_tokens], stats, trace)
+    try:
+        while len(new_tokens) < max_new_tokens and not (new_tokens and new_tokens[-1] in eos_ids):
+            guesses = guesses[:min(block, max_new_tokens - len(new_tokens))]
+            step = jacobi_step(target_lm, sequence, guesses)
+            emitted = cut_at_eos(step.guesses[:step.num_converged], eos_ids)
+            sequence += emitted
+            new_tokens += emitted
+            trace.append(Iteration(
+                emitted=[EmittedToken(t, "accepted" if i else "target") for i, t in
+                         enumerate(emitted)],
+                target_s=target_lm.log.seconds[-1], step=len(trace),
+                info={"guesses": guesses, "refreshed": step.guesses,
+                      "num_converged": step.num_converged}))
+            stats.drafted += len(guesses) - 1  # position 0 is a plain autoregressive step
+            stats.accepted += step.num_converged - 1
+            # Unconverged refreshed guesses are the next start; pad by repeating the last one.
+            rest = step.guesses[step.num_converged:]
+            guesses = rest + [step.guesses[-1]] * (block - len(rest))
+    finally:
+        target.train(training)
+    stats.wall_s = time.perf_counter() - start
+    stats.new_tokens, stats.iterations = len(new_tokens), len(trace)
+    stats.target_forwards, stats.target_s = target_lm.num_forwards, target_lm.forward_seconds
+    return GenerationResult("jacobi", [new_tokens], stats, trace)

@@ -1,106 +1,95 @@
-"""Speculative decoding with a draft model (Leviathan et al. 2023; Chen et al. 2023).
+"""Speculative decoding (Leviathan et al. 2023, Algorithm 1; Chen et al. 2023): the one loop.
 
-Each iteration: the draft proposes γ tokens one by one (cheap forwards), the target scores all
-of them plus one more position in a single forward, and `verify` keeps a prefix of the drafts
-and adds one token of its own, so an iteration emits between 1 and γ+1 tokens, all distributed
-exactly as the target would have produced them.
+Every method that drafts and verifies runs through `speculate`, batched; a single prompt is a
+batch of one. What proposes the drafts is a drafter (`specnb.drafters`): a standalone draft
+model, copied n-grams, a head that reads the target's features, or none (autoregressive).
+Each emitted token is distributed exactly as the target would have produced it.
 """
-
-import time
 
 import torch
 
-from ..core import CachedLM, acceptance_overlap, check_temperature, draw, logits_to_probs, \
-    verify_detailed
-from .batch_common import is_batch
-from .batched import speculative_batched
-from .common import DraftedToken, EmittedToken, GenerationResult, Iteration, Output, Stats, \
-    check_positive_int, check_same_vocab, eos_token_ids, finish_stats, prompt_tokens
+from ..core.sampler import draw, logits_to_probs
+from ..core.verify import verify
+from ..drafters import Drafter, ModelDrafter
+from .inputs import check_int, check_same_vocab, check_temperature, eos_token_ids, prompt_list
+from .results import GenerationResult
+from .run import Run
 
 
-def verify_and_record(target_probs, draft_probs, draft_ids, temperature, generator, iteration):
-    """Verify one block and fill `iteration`; return the proposed tokens (before EOS cuts).
+def speculate(run: Run, gamma: int) -> None:
+    """Algorithm 1 for the rows of `run` until each has hit EOS or its budget."""
+    while run.drop_finished():
+        # 1. Draft: up to k_b <= γ tokens per row (fewer near the end of its budget).
+        with run.timer("draft"):
+            max_drafts = run.draft_budget(gamma)  # [A]
+            proposal = run.drafter.propose(max_drafts, width=max(run.budget),
+                                           temperature=run.temperature, generator=run.generator)
+        width = proposal.token_ids.shape[1]  # K
 
-    target_probs: [1, g+1, V] (the last row is the bonus distribution); draft_probs: [1, g, V].
-    """
-    num_drafts = len(draft_ids)
-    draft_tensor = torch.tensor([draft_ids], dtype=torch.long, device=target_probs.device)
-    bonus = draw(target_probs[:, num_drafts], temperature, generator=generator).view(1, 1)
-    verdict = verify_detailed(target_probs[:, :num_drafts], draft_probs, draft_tensor, bonus,
-                              generator=generator)
-    index = draft_tensor.unsqueeze(-1)
-    per_draft = torch.stack([  # one host transfer for the whole trace row: [4, g]
-        target_probs[:, :num_drafts].gather(-1, index).squeeze(-1)[0],
-        draft_probs.gather(-1, index).squeeze(-1)[0],
-        verdict.accept_probs[0],
-        acceptance_overlap(target_probs[:, :num_drafts], draft_probs)[0],
-    ]).tolist()
-    tokens = [t for t in verdict.tokens[0].tolist() if t >= 0]
-    num_accepted = len(tokens) - 1
-    for j, token in enumerate(draft_ids):
-        status = "accepted" if j < num_accepted else "rejected" if j == num_accepted \
-            else "unverified"
-        p, q, accept_prob, overlap = (row[j] for row in per_draft)
-        iteration.drafted.append(DraftedToken(token, q, p, accept_prob, overlap, status))
-    last_kind = "bonus" if num_accepted == num_drafts else "resampled"
-    iteration.emitted = [EmittedToken(t, "accepted") for t in tokens[:-1]] + \
-        [EmittedToken(tokens[-1], last_kind)]
-    return tokens, num_accepted
+        # 2. Score: one target forward over [pending token, drafts] gives p at K+1 positions.
+        fed = torch.cat([run.pending.unsqueeze(1), proposal.token_ids], 1)  # [A, K+1]
+        target_probs = logits_to_probs(run.target_lm.forward(fed), run.temperature)  # [A, K+1, V]
+
+        with run.timer("verify"):
+            # 3. Verify: keep a prefix of each row's drafts, then one token of the target's own:
+            #    from the residual at the first rejection, else the bonus after the last draft.
+            at_bonus = proposal.num_drafts.view(-1, 1, 1).expand(-1, 1, target_probs.shape[-1])
+            bonus = draw(target_probs.gather(1, at_bonus).squeeze(1), run.temperature,
+                         generator=run.generator)  # [A]
+            verdict = verify(target_probs[:, :width], proposal.probs, proposal.token_ids,
+                             bonus.unsqueeze(1), num_drafts=proposal.num_drafts,
+                             generator=run.generator, check=False)
+
+            # 4. Roll back: the target forgets each row's rejected (and padding) drafts.
+            run.target_lm.rollback(width - verdict.num_accepted)
+            run.pending = verdict.tokens.gather(1, verdict.num_accepted.unsqueeze(1)).squeeze(1)
+
+            # 5. Emit: append within each row's budget and up to its EOS.
+            kept = run.out.extend(run.rows, verdict.tokens)
+
+        # The drafter rolls its own state back, given what each row kept (and the features).
+        run.drafter.update(run.record(proposal, verdict, kept, target_probs))
 
 
-def score_and_verify(target_lm, out, draft_ids, draft_probs_of, temperature, generator, iteration,
-                     stats) -> None:
-    """The second half of every drafting iteration: one target forward over the drafts,
-    `verify`, then emit and count. `draft_probs_of(target_probs)` returns q as `[1, g, V]`."""
-    logits = target_lm.logits(out.sequence + draft_ids, keep=len(draft_ids) + 1)
-    target_probs = logits_to_probs(logits, temperature)  # [1, g+1, V]
-    iteration.target_s = target_lm.log.seconds[-1]
+def generate(target, drafter, input_ids, *, gamma, max_new_tokens, temperature, generator,
+             eos_token_id, attention_mask, method) -> GenerationResult:
+    """Check the inputs, run the loop, restore the caller's model modes, return the result."""
+    temperature = check_temperature(temperature)
+    prompts, max_new_tokens = prompt_list(target, input_ids, attention_mask, max_new_tokens)
+    models = [target] + ([drafter.model] if isinstance(drafter, ModelDrafter) else [])
+    modes = [model.training for model in models]
+    try:
+        run = Run(target, drafter, prompts, max_new_tokens=max_new_tokens,
+                  temperature=temperature, generator=generator,
+                  eos_ids=eos_token_ids(target, eos_token_id))
+        speculate(run, gamma)
+        return run.result(method)
+    finally:
+        for model, training in zip(models, modes):
+            model.train(training)
 
-    verify_start = time.perf_counter()
-    tokens, num_accepted = verify_and_record(target_probs, draft_probs_of(target_probs), draft_ids,
-                                             temperature, generator, iteration)
-    out.extend(tokens)
-    iteration.verify_s = time.perf_counter() - verify_start
-    stats.drafted += len(draft_ids)
-    stats.accepted += num_accepted
+
+def as_drafter(target, drafter) -> Drafter:
+    """A drafter as it is, or a plain draft model wrapped in `ModelDrafter`."""
+    if isinstance(drafter, Drafter):
+        return drafter
+    if not hasattr(drafter, "get_output_embeddings"):
+        raise ValueError(f"draft must be a specnb.drafters.Drafter or a transformers causal LM, "
+                         f"got {type(drafter).__name__}")
+    check_same_vocab(target, drafter)
+    return ModelDrafter(drafter)
 
 
 def speculative(target, draft, input_ids, *, gamma, max_new_tokens, temperature=0.0,
                 generator=None, eos_token_id=None, attention_mask=None) -> GenerationResult:
-    """Speculative decoding of `target` with `draft` proposing `gamma` tokens per iteration.
+    """Speculative decoding of `target`, `draft` proposing up to `gamma` tokens per iteration.
 
-    A batch (a list of prompts, or input_ids [B, L] with attention_mask) runs all rows at once,
-    each accepting its own number of drafts (`specnb.methods.batched`).
+    `draft` is a drafter (`specnb.drafters`) or a causal LM sharing the target's vocabulary.
+    `input_ids` is one prompt or a batch (see `specnb.methods.inputs`); rows run together, each
+    accepting its own number of drafts.
     """
-    gamma = check_positive_int("gamma", gamma, 0)
-    if is_batch(input_ids, attention_mask):
-        return speculative_batched(target, draft, input_ids, gamma=gamma,
-                                   max_new_tokens=max_new_tokens, attention_mask=attention_mask,
-                                   temperature=temperature, generator=generator,
-                                   eos_token_id=eos_token_id)
-    temperature = check_temperature(temperature)
-    check_same_vocab(target, draft)
-    prompt = prompt_tokens(target, input_ids, max_new_tokens)
-    target_lm, draft_lm = CachedLM(target), CachedLM(draft)
-    out = Output(prompt, max_new_tokens, eos_token_ids(target, eos_token_id))
-    stats, trace = Stats(), []
-    start = time.perf_counter()
-    while not out.done:
-        iteration, draft_start = Iteration(), time.perf_counter()
-        # Never draft more than can be emitted: g drafts + 1 token of the target's own.
-        draft_ids, draft_rows = [], []
-        for _ in range(min(gamma, out.remaining - 1)):
-            logits = draft_lm.logits(out.sequence + draft_ids, keep=1)[:, -1]
-            draft_rows.append(logits_to_probs(logits, temperature))  # [1, V]
-            draft_ids.append(int(draw(draft_rows[-1], temperature, generator=generator)))
-            if draft_ids[-1] in out.eos_ids:  # nothing after an EOS could be emitted
-                break
-        iteration.draft_s = time.perf_counter() - draft_start
-
-        # Drafted rows [1, V] each -> [1, g, V]; with no drafts, an empty slice of the right shape.
-        score_and_verify(target_lm, out, draft_ids, lambda target_probs: torch.stack(
-            draft_rows, dim=1) if draft_rows else target_probs[:, :0], temperature, generator,
-            iteration, stats)
-        trace.append(iteration)
-    finish_stats(stats, start, out, trace, target_lm, draft_lm)
-    return GenerationResult("speculative", [out.new_tokens], stats, trace)
+    gamma = check_int("gamma", gamma, 0)
+    return generate(target, as_drafter(target, draft), input_ids, gamma=gamma,
+                    max_new_tokens=max_new_tokens, temperature=temperature, generator=generator,
+                    eos_token_id=eos_token_id, attention_mask=attention_mask,
+                    method="speculative")

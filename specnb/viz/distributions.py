@@ -3,7 +3,8 @@
 `toy_pair(shape, temperature)` builds a target p and a draft q over an 8-token vocabulary and the
 quantities speculative sampling is made of: min(p, q), the normalized residual (p − q)+ and the
 acceptance probability Σ min(p, q). The rest measures how far samples are from a law (total
-variation, its sampling noise, a χ² test with small cells pooled) and plots it.
+variation and its sampling noise; the χ² test is `specnb.stats.chi2_goodness_of_fit`, re-exported
+here for the notebooks) and plots it.
 
 Everything is pure: functions return data or a matplotlib Figure and print nothing. Nothing
 here samples or verifies tokens; that is `specnb.core.verify`'s job, and the notebooks call it.
@@ -15,9 +16,9 @@ from dataclasses import dataclass
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
-from scipy.stats import chisquare
 
 from ..core import logits_to_probs
+from ..stats import chi2_goodness_of_fit  # noqa: F401  (re-exported: notebook 04 calls it here)
 
 TOY_TOKENS = ("the", "a", "cat", "dog", "sat", "on", "mat", ".")
 TOY_TARGET_LOGITS = (2.0, 1.6, 1.2, 0.9, 0.4, 0.0, -0.6, -1.2)
@@ -131,36 +132,6 @@ def plot_tv_versus_samples(sample_sizes, tv_curves: dict, probs, title: str):
     ax.legend(fontsize="small")
     fig.tight_layout()
     return fig
-
-
-def chi2_goodness_of_fit(counts, probs, min_expected: float = 5.0) -> tuple:
-    """(χ² statistic, p-value) of "counts are N draws from probs"; (inf, 0.0) if impossible.
-
-    Cells expecting fewer than `min_expected` counts are pooled (smallest first) so the χ²
-    approximation holds. Example: counts [50, 50], probs [0.5, 0.5] -> (0.0, 1.0).
-    """
-    counts, probs = np.asarray(counts, float), np.asarray(probs, float)
-    if counts.shape != probs.shape:
-        raise ValueError(f"counts {counts.shape} and probs {probs.shape} must have one shape")
-    expected = probs / probs.sum() * counts.sum()
-    if counts[expected == 0].sum() > 0:
-        return math.inf, 0.0
-    possible_counts, possible_expected = counts[expected > 0], expected[expected > 0]
-    observed, pooled = [], []
-    acc_obs = acc_exp = 0.0
-    for i in np.argsort(possible_expected, kind="stable"):
-        acc_obs += possible_counts[i]
-        acc_exp += possible_expected[i]
-        if acc_exp >= min_expected:
-            observed.append(acc_obs)
-            pooled.append(acc_exp)
-            acc_obs = acc_exp = 0.0
-    if acc_exp > 0 and pooled:  # a small remainder joins the last (largest) cell
-        observed[-1], pooled[-1] = observed[-1] + acc_obs, pooled[-1] + acc_exp
-    if len(pooled) < 2:
-        return 0.0, 1.0
-    result = chisquare(observed, pooled)
-    return float(result.statistic), float(result.pvalue)
 
 
 def top_k_buckets(token_ids: torch.Tensor, probs: torch.Tensor, k: int) -> tuple:

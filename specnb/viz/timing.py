@@ -1,19 +1,19 @@
-"""The timing notebook's pieces: latency curves side by side, speedup against γ, a live race.
+"""The timing notebook's pieces: latency curves side by side, speedup against γ, the race's table.
 
-`plot_latency_curves` overlays forward-latency measurements (`specnb.viz.latency`) from several
+`plot_latency_curves` overlays forward-latency measurements (`specnb.bench_latency`) from several
 devices, absolute and relative to one token per forward. `gamma_table` and
 `plot_speedup_vs_gamma` read a benchmark record (`python -m specnb.bench`): measured speedup of
 our speculative loop and of transformers' assisted generation at each γ, the prediction at each
 γ from that run's α̂ and ĉ, and the whole predicted curve from the pooled α̂ and ĉ.
-`race` times our autoregressive loop, our speculative loop and `generate(assistant_model=…)`
-on one prompt at one (γ, temperature), with the harness's own functions: the widget's callback.
+`format_race` lays out what `specnb.bench_live.race` measured on one prompt (the widget).
 `load_records` finds recorded results (e.g. `bench-gpu*.json`). `relative_cost` and
 `predicted_with_block_cost` put the measured cost of a (γ+1)-token target forward back into
 Thm 3.8, which assumes it equals a one-token forward; `targets_check` compares a record with the
 figures issue #5 asks for.
 
-It deliberately does not run the full benchmark (that is `python -m specnb.bench`) and prints
-nothing; plots use pyplot so that a notebook cell shows them with `plt.show()`.
+It deliberately runs no model and times nothing (that is `specnb.bench`, `specnb.bench_live`
+and `specnb.bench_latency`) and prints nothing; plots use pyplot so that a notebook cell shows
+them with `plt.show()`.
 
 Example: pooled α̂ = 0.5, ĉ = 0.1 -> predicted speedup at γ = 1 is 1.5 / 1.1 = 1.364.
 """
@@ -25,11 +25,9 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy
-import torch
 from matplotlib.figure import Figure
 
-from .. import bench
-from ..theory import estimate_alpha, estimate_cost_ratio, predicted_speedup
+from ..theory import predicted_speedup
 from .speedups import speculative_by_gamma
 
 TARGETS = {"speculative_vs_hf_assisted": 1.2, "prompt_lookup_vs_hf": 1.1,
@@ -174,51 +172,8 @@ def plot_speedup_vs_gamma(record: dict, group: str = "all", max_gamma: int = 8) 
     return fig
 
 
-def race(target, draft, ids, gamma: int = 4, temperature: float = 0.0, max_new_tokens: int = 32,
-         seed: int = 0, repeats: int = 1) -> dict:
-    """Time ours autoregressive, ours speculative and HF assisted (constant γ) on one prompt.
-
-    Uses the harness's `bench.methods` and `bench.timed`; each method gets a generator seeded
-    with `seed`. Returns {"gamma", "temperature", "seconds", "tokens_per_s", "new_tokens",
-    "target_forwards" (dicts by method), "speedup", "speedup_vs_hf_assisted", "alpha_hat",
-    "c_hat", "predicted", "identical" (greedy: all three equal; sampled: None)}.
-    """
-    if int(gamma) != gamma or gamma < 1:
-        raise ValueError(f"gamma must be an integer >= 1, got {gamma}")
-    if not temperature >= 0:
-        raise ValueError(f"temperature must be >= 0 (0 is greedy), got {temperature}")
-    args = bench.parse_args(["--gammas", str(int(gamma)), "--temperature", str(temperature),
-                             "--max-new-tokens", str(max_new_tokens)])
-    table = bench.methods(args, target, draft)
-    names = {"ar": "ours autoregressive", "spec": f"ours speculative γ={gamma}",
-             "hf": f"HF assisted γ={gamma}"}
-    results, seconds = {}, {}
-    for key, name in names.items():
-        function = table[name][1]
-        generator = torch.Generator(device=target.device).manual_seed(int(seed))
-        results[key], seconds[name], _ = bench.timed(lambda: function(ids, generator), repeats,
-                                                     target.device)
-    tokens = {"ar": results["ar"].tokens[0], "spec": results["spec"].tokens[0],
-              "hf": results["hf"].tokens}
-    alpha_hat = estimate_alpha(results["spec"])
-    c_hat = estimate_cost_ratio(results["spec"], results["ar"])
-    predicted = predicted_speedup(alpha_hat, int(gamma), c_hat) \
-        if not (math.isnan(alpha_hat) or math.isnan(c_hat)) else math.nan
-    return {"gamma": int(gamma), "temperature": temperature, "seconds": seconds,
-            "tokens_per_s": {names[k]: len(tokens[k]) / seconds[names[k]] for k in names},
-            "new_tokens": {names[k]: len(tokens[k]) for k in names},
-            "target_forwards": {names["ar"]: results["ar"].stats.target_forwards,
-                                names["spec"]: results["spec"].stats.target_forwards,
-                                names["hf"]: results["hf"].target_forwards},
-            "speedup": seconds[names["ar"]] / seconds[names["spec"]],
-            "speedup_vs_hf_assisted": seconds[names["hf"]] / seconds[names["spec"]],
-            "alpha_hat": alpha_hat, "c_hat": c_hat, "predicted": predicted,
-            "identical": tokens["ar"] == tokens["spec"] == tokens["hf"] if temperature == 0
-            else None}
-
-
 def format_race(result: dict) -> str:
-    """The race as a small table (timings vary from run to run)."""
+    """`specnb.bench_live.race`'s result as a small table (timings vary from run to run)."""
     lines = [f"γ = {result['gamma']}, T = {result['temperature']}",
              f"{'method':<24}{'tokens':>7}{'target fwd':>11}{'seconds':>9}{'tok/s':>8}"]
     for name, seconds in result["seconds"].items():

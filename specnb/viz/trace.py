@@ -3,8 +3,8 @@
 Text and HTML renderings of `GenerationResult.trace` (what was drafted, accepted and emitted,
 and why), where a prompt-lookup draft was copied from, how Jacobi guesses converge, and the
 numbers and plots behind the speculative-decoding widgets. Functions return a string, plain
-data or a matplotlib figure and print nothing; only `speculative_summary` runs a model (it is
-the widgets' callback). Nothing here changes how decoding is done.
+data or a matplotlib figure and print nothing. Nothing here runs a model or changes how decoding
+is done: the widgets' numbers come from `specnb.bench_live.speculative_summary`.
 
 Example: trace_text(result, tokenizer) ->
     iter   1 | ✓'.' ✗' Get' ·' more' -> '.' ~' Establish'
@@ -12,7 +12,6 @@ Example: trace_text(result, tokenizer) ->
 
 import html
 import math
-from collections import Counter
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -20,9 +19,7 @@ import torch
 from matplotlib.colors import ListedColormap
 from matplotlib.patches import Patch
 
-from ..methods import speculative
-from ..theory import estimate_alpha, expected_tokens_per_iteration, optimal_gamma, \
-    predicted_speedup
+from ..theory import optimal_gamma, predicted_speedup
 
 DRAFT_MARKS = {"accepted": "✓", "rejected": "✗", "unverified": "·"}
 EMIT_MARKS = {"accepted": "", "resampled": "~", "bonus": "+", "target": ""}
@@ -78,36 +75,6 @@ def trace_html(result, tokenizer, max_iterations=None) -> str:
                     f"<td style='text-align:left'>{emitted}</td></tr>")
     return (f"<div style='font-family:monospace;font-size:90%'><p>{legend}</p><table>"
             f"<tr><th>iter</th><th>drafted</th><th>emitted</th></tr>{''.join(rows)}</table></div>")
-
-
-def speculative_summary(target, draft, ids, gamma=4, temperature=0.0, seed=0,
-                        max_new_tokens=32) -> dict:
-    """Run `specnb.speculative` once and return its numbers (the widgets' callback).
-
-    Keys: gamma, temperature, new_tokens, iterations, target_forwards, draft_forwards,
-    acceptance_rate, alpha_hat, tokens_per_iteration (measured), expected_tokens_per_iteration
-    (eq. 1 at α̂), emitted_counts {tokens emitted in one iteration: iterations},
-    accepted_by_position [[accepted, reached] per draft position], wall_s.
-    """
-    generator = torch.Generator(device=target.device).manual_seed(int(seed))
-    result = speculative(target, draft, ids, gamma=gamma, max_new_tokens=max_new_tokens,
-                         temperature=temperature, generator=generator)
-    stats, alpha_hat = result.stats, estimate_alpha(result)
-    by_position = [[0, 0] for _ in range(gamma)]
-    for it in result.trace:
-        for j, d in enumerate(it.drafted):
-            if d.status != "unverified":
-                by_position[j][0] += d.status == "accepted"
-                by_position[j][1] += 1
-    expected = math.nan if math.isnan(alpha_hat) else expected_tokens_per_iteration(alpha_hat,
-                                                                                    gamma)
-    return {"gamma": gamma, "temperature": temperature, "new_tokens": stats.new_tokens,
-            "iterations": stats.iterations, "target_forwards": stats.target_forwards,
-            "draft_forwards": stats.draft_forwards, "acceptance_rate": stats.acceptance_rate,
-            "alpha_hat": alpha_hat, "tokens_per_iteration": stats.new_tokens / stats.iterations,
-            "expected_tokens_per_iteration": expected,
-            "emitted_counts": dict(sorted(Counter(len(it.emitted) for it in result.trace).items())),
-            "accepted_by_position": by_position, "wall_s": stats.wall_s}
 
 
 def format_summary(summary: dict) -> str:
@@ -179,7 +146,7 @@ def lookup_spans(result, prompt_ids) -> list:
     if result.method != "prompt_lookup":
         raise ValueError(f"result must come from specnb.prompt_lookup, got {result.method!r}")
     sequence, items = torch.as_tensor(prompt_ids).view(-1).tolist(), []
-    for it in result.trace:
+    for it in result.row(0).trace:
         n, match, source = (it.info[k] for k in ("ngram_size", "match_start", "source_start"))
         found = bool(it.drafted) and match >= 0
         items.append({"sequence": list(sequence),

@@ -1,0 +1,24 @@
+"""Test tiers, applied at collection so that nobody has to remember them (see pyproject.toml).
+
+- `notebooks`: every item nbval collects from a notebook (`*.ipynb`).
+- `embedded`: every test that requests the `embedded` or `embedded_draft` fixture, directly or
+  through another fixture. Tests that load the embedded model another way (a command's `main`,
+  `load_pair()` with no name) carry the marker themselves.
+- `slow` (over ~20 s on a 2-core CPU) is marked by hand where a test is defined.
+
+`make test` runs every tier; `make test-fast` deselects `embedded`, `notebooks` and `slow`.
+This file lives at the root so it applies however pytest is pointed at tests/ or notebooks/.
+"""
+
+import pytest
+
+EMBEDDED_FIXTURES = {"embedded", "embedded_draft"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.suffix == ".ipynb":
+            item.add_marker(pytest.mark.notebooks)
+        if EMBEDDED_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.embedded)

@@ -1,0 +1,59 @@
+"""What every cache wrapper shares: the model, its keyword names, and a log of its forwards.
+
+`TimedModel` counts and times each forward (synchronizing on a GPU, so the clock measures the
+work, not the launch); `crop_cache` drops trailing positions from a `DynamicCache` the same way
+on every transformers 5.x release. Neither feeds tokens: `BatchedCachedLM` does.
+"""
+
+import inspect
+from dataclasses import dataclass, field
+
+import torch
+
+
+def crop_cache(cache, num_tokens_to_remove: int) -> None:
+    """Drop the last `num_tokens_to_remove` positions from a `DynamicCache`.
+
+    `DynamicCache.crop` changed meaning within transformers 5.x: older releases read a positive
+    argument as the length to keep, newer ones refuse it and take a negative count to remove.
+    A negative count means "remove that many" in both, so that is all we ever pass (and never 0,
+    which older releases read as "keep nothing").
+    """
+    if num_tokens_to_remove < 0:
+        raise ValueError(f"num_tokens_to_remove must be >= 0, got {num_tokens_to_remove}")
+    if num_tokens_to_remove > 0:
+        cache.crop(-num_tokens_to_remove)
+
+
+@dataclass
+class ForwardLog:
+    """What one forward cost: how many tokens it processed and how long it took."""
+
+    num_tokens: list = field(default_factory=list)
+    seconds: list = field(default_factory=list)
+
+
+class TimedModel:
+    """What the cache wrappers share: the model, its keyword names, and the log of forwards."""
+
+    def __init__(self, model):
+        self.model = model.eval()
+        self.device = next(model.parameters()).device
+        self.vocab_size = model.get_output_embeddings().weight.shape[0]
+        params = inspect.signature(model.forward).parameters
+        # transformers 5.24 renamed `past_key_values` to `cache`; accept either release.
+        self._cache_kwarg = "cache" if "cache" in params else "past_key_values"
+        self._can_keep = "logits_to_keep" in params
+        self.log = ForwardLog()
+
+    @property
+    def num_forwards(self) -> int:
+        return len(self.log.seconds)
+
+    @property
+    def forward_seconds(self) -> float:
+        return sum(self.log.seconds)
+
+    def _synchronize(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)

@@ -1,0 +1,36 @@
+"""What proposes tokens to the speculative loop: one contract (`Drafter`), several drafters.
+
+    ModelDrafter(model)          a standalone draft LM sharing the target's vocabulary
+    NgramDrafter(n_max, n_min)   prompt lookup: copies of what followed the tail n-gram
+    FeatureDrafter(head)         a one-layer head reading the target's hidden states (EAGLE-3)
+    NoDrafter()                  proposes nothing: the loop becomes autoregressive decoding
+"""
+
+import torch
+
+from .base import Drafter, Proposal, Step
+from .feature import FeatureDrafter
+from .head import FeatureHead, HeadConfig
+from .model import ModelDrafter
+from .ngram import NgramDrafter
+
+
+class NoDrafter(Drafter):
+    """Proposes nothing, ever: each loop step then emits one token of the target's own."""
+
+    def start(self, target, prompts, pending, *, eos_ids, features=None) -> None:
+        self.device = pending.device
+
+    def propose(self, max_drafts, *, width, temperature, generator) -> Proposal:
+        rows = max_drafts.shape[0]
+        return Proposal(torch.zeros(rows, 0, dtype=torch.long, device=self.device),
+                        torch.zeros(rows, dtype=torch.long, device=self.device))
+
+    def update(self, step: Step) -> None:
+        pass
+
+    def select_rows(self, keep) -> None:
+        pass
+
+
+__all__ = ["Drafter", "FeatureDrafter", "FeatureHead", "HeadConfig", "ModelDrafter", "NgramDrafter", "NoDrafter", "Proposal", "Step"]

@@ -1,0 +1,84 @@
+"""The drafter contract: what the one speculative loop asks of anything that proposes tokens.
+
+Per iteration the loop calls, for the A rows still running:
+
+    propose(max_drafts [A], temperature, generator) -> Proposal   # up to max_drafts[b] tokens
+    (one target forward over [pending, drafts], then `verify`)
+    update(Step)   # what each row kept, the target's features if asked for; roll back
+
+A drafter that wants the target's hidden states names the layers in `feature_layers`; the loop
+then returns them from the target's forwards (`Step.features`), and only then. A drafter owns
+its own state (a cache, host sequences) and rolls it back itself. `select_rows` drops finished
+rows. Nothing here runs a model or verifies anything.
+"""
+
+from dataclasses import dataclass, field
+
+import torch
+
+
+@dataclass
+class Proposal:
+    """What a drafter proposes for A rows: `token_ids [A, K]`, `num_drafts [A]` (<= K; the
+    columns past a row's count are padding) and the draft law `probs [A, K, V]`, or None for a
+    deterministic proposal (q is then the one-hot of each token)."""
+
+    token_ids: torch.Tensor
+    num_drafts: torch.Tensor
+    probs: torch.Tensor | None = None
+    info: list = field(default_factory=list)  # optional per-row notes for the trace
+
+
+@dataclass
+class Step:
+    """What the loop tells drafters after verification, for the A rows that drafted.
+
+    `tokens [A, K+1]`: each row's kept drafts then its next token, -1 after; `num_accepted [A]`;
+    `emitted`: the same kept tokens on the host (one list per row, cut at EOS and budget);
+    `features [A, K+1, L, H]`: the target's hidden states at the fed positions (the pending
+    token, then the drafts), or None when the drafter asked for none; `proposed_width`: K.
+    """
+
+    tokens: torch.Tensor
+    num_accepted: torch.Tensor
+    emitted: list
+    features: torch.Tensor | None
+    proposed_width: int
+
+
+class Drafter:
+    """Base class: subclasses implement `start`, `propose`, `update`, `select_rows`."""
+
+    feature_layers: tuple = ()  # target hidden states this drafter reads (indices), none by default
+    uses_model_forwards = False  # True when proposing costs forwards that stats should count
+
+    def start(self, target, prompts: list, pending: torch.Tensor, *, eos_ids: set,
+              features: torch.Tensor | None = None) -> None:
+        """A new generation: `prompts` (lists of ids), each row's pending token `[B]` (its last
+        prompt token, not yet fed to the target) and, if asked for, the target's features at
+        the other prompt positions `[B, Lmax - 1, L, H]` (right-padded; None if all prompts
+        are one token long)."""
+        raise NotImplementedError
+
+    def max_drafts(self, lengths: list) -> list:
+        """How many tokens each row may draft given its length (pending token included);
+        unlimited by default. A drafter with a context limit returns 0 past it."""
+        return [None] * len(lengths)
+
+    def propose(self, max_drafts: torch.Tensor, *, width: int, temperature: float,
+                generator: torch.Generator | None) -> Proposal:
+        raise NotImplementedError
+
+    def update(self, step: Step) -> None:
+        raise NotImplementedError
+
+    def select_rows(self, keep: torch.Tensor) -> None:
+        raise NotImplementedError
+
+    @property
+    def num_forwards(self) -> int:
+        return 0
+
+    @property
+    def forward_seconds(self) -> float:
+        return 0.0

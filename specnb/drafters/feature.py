@@ -1,0 +1,167 @@
+"""`FeatureDrafter`: draft with a `FeatureHead` that reads the target's own hidden states.
+
+The head keeps a KV cache of *entries*; entry t is built from the target's features F_t and
+token x_{t+1}. With x_{m-1} the pending token (emitted, not yet fed to the target):
+
+    known     entries 0..m-2 from true features; the last one's output gives q for draft 1
+    propose   draft 1 from that output; draft j >= 2 from a new entry (o_prev, d_{j-1})
+    update    the target scored [x_{m-1}, d1..dK]; row kept a drafts and then token y:
+              drop the K-1 entries built from the head's own outputs, feed the a+1 true
+              entries (F_{m-1..m-1+a}, [d1..da, y]); the last one's output gives the next q
+
+So after a rejection the cache holds only entries built from the target's true features, and
+the next proposal equals one computed from scratch on the accepted prefix (a test checks it).
+q is zero outside the draft vocabulary; `verify` stays exact whatever q is.
+"""
+
+import json
+from pathlib import Path
+
+import torch
+
+from ..core.batch_kv import BatchedCachedLM
+from ..core.sampler import draw, logits_to_probs
+from .base import Drafter, Proposal, Step
+from .head import FeatureHead, HeadConfig
+
+
+def right_align(values: torch.Tensor, counts: torch.Tensor):
+    """Per row, its first `counts[b]` columns of `values [A, W, ...]`, right-aligned in a
+    `[A, max(counts), ...]` block; returns (block, valid). Example: [[1, 2, 3], [4, 5, 6]] with
+    counts [1, 3] -> [[·, ·, 1], [4, 5, 6]]."""
+    width = int(counts.max())
+    column = torch.arange(width, device=values.device)
+    source = column - (width - counts).unsqueeze(1)  # [A, width]
+    valid = source >= 0
+    index = source.clamp_min(0)
+    while index.dim() < values.dim():
+        index = index.unsqueeze(-1)
+    gathered = values.gather(1, index.expand(-1, -1, *values.shape[2:]))
+    return gathered, valid
+
+
+class FeatureDrafter(Drafter):
+    """Wrap a `FeatureHead` as a drafter for its target."""
+
+    uses_model_forwards = True
+
+    def __init__(self, head: FeatureHead):
+        if not isinstance(head, FeatureHead):
+            raise ValueError(f"FeatureDrafter needs a FeatureHead, got {type(head).__name__}")
+        self.head = head
+        self.feature_layers = tuple(head.config.feature_layers)
+        self.lm = None
+
+    def __repr__(self) -> str:
+        c = self.head.config
+        return (f"FeatureDrafter(layers={list(c.feature_layers)}, "
+                f"draft_vocab={c.draft_vocab_size})")
+
+    @classmethod
+    def from_pretrained(cls, path, target) -> "FeatureDrafter":
+        """Load a head saved by `save_pretrained` for `target` (whose embedding it shares)."""
+        from safetensors.torch import load_file
+
+        path = Path(path)
+        if not (path / "config.json").exists() or not (path / "model.safetensors").exists():
+            raise ValueError(f"no feature head in {path}: expected config.json and "
+                             f"model.safetensors (rebuild with `python -m specnb.train_head`)")
+        config = HeadConfig.from_dict(json.loads((path / "config.json").read_text()))
+        if config.target_vocab_size != target.get_input_embeddings().weight.shape[0]:
+            raise ValueError(f"the head in {path} was trained for a vocabulary of "
+                             f"{config.target_vocab_size} tokens, the target has "
+                             f"{target.get_input_embeddings().weight.shape[0]}")
+        state = load_file(path / "model.safetensors")
+        head = FeatureHead(config, target.get_input_embeddings(), state["draft_to_target"])
+        head.load_state_dict(state)
+        parameter = next(target.parameters())
+        return cls(head.to(device=parameter.device, dtype=parameter.dtype).eval())
+
+    def save_pretrained(self, path) -> None:
+        from safetensors.torch import save_file
+
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        (path / "config.json").write_text(json.dumps(self.head.config.to_dict(), indent=2) + "\n")
+        state = {k: (v.to(torch.bfloat16) if v.is_floating_point() else v).contiguous()
+                 for k, v in self.head.state_dict().items()}
+        save_file(state, path / "model.safetensors")
+
+    # ---- the contract ----------------------------------------------------------------------
+    def start(self, target, prompts, pending, *, eos_ids, features=None) -> None:
+        self.lm = BatchedCachedLM(self.head, 0)
+        self.own_entries, self.ready, self.fill_forwards = 0, features is not None, 0
+        if not self.ready:  # one-token prompts: no features yet, nothing to draft from
+            return
+        device = pending.device
+        lengths = torch.tensor([len(p) - 1 for p in prompts], device=device)  # entries per row
+        # Entry t = (F_t, x_{t+1}) for t < L - 1: the prompt shifted by one (the pending token
+        # last), against the features of the prompt without its pending token.
+        tokens = torch.zeros(len(prompts), features.shape[1], dtype=torch.long, device=device)
+        for row, prompt in enumerate(prompts):
+            tokens[row, :len(prompt) - 1] = torch.tensor(prompt[1:], device=device)
+        valid = torch.arange(features.shape[1], device=device) < lengths.unsqueeze(1)
+        self.lm.forward(tokens, valid, features=features)
+        self.fill_forwards = 1
+        self._remember(torch.arange(len(prompts), device=device), (lengths - 1).clamp_min(0))
+
+    def _remember(self, rows, columns) -> None:
+        """Keep the output of each row's last real entry: the input of the next proposal."""
+        out = self.lm.model_output
+        self.next_hidden = out.hidden[rows, columns]  # [A, H]
+        self.next_logits = self.head.logits(self.next_hidden)  # [A, Vd]
+
+    def propose(self, max_drafts, *, width, temperature, generator) -> Proposal:
+        rows = max_drafts.shape[0]
+        device = max_drafts.device
+        vocab = self.head.config.target_vocab_size
+        draft_to_target = self.head.draft_to_target
+        ids, probs = [], []
+        if not self.ready:
+            width = 0
+        else:
+            hidden, logits = self.next_hidden, self.next_logits
+        for j in range(width):
+            if j > 0:  # a new entry from the head's own output and the previous draft
+                out = self.lm.forward(ids[-1].unsqueeze(1), keep=1,
+                                      hidden=hidden.unsqueeze(1).to(self.head.fc.weight.dtype))
+                hidden = self.lm.model_output.hidden[:, -1]
+                logits = out[:, -1]
+            q = logits_to_probs(logits, temperature)  # [A, Vd]
+            ids.append(draft_to_target[draw(q, temperature, generator=generator)])
+            # q over the target's vocabulary: zero outside the draft vocabulary.
+            probs.append(q.new_zeros(rows, vocab).scatter_(1, draft_to_target.expand(rows, -1), q))
+        self.own_entries = max(0, width - 1)
+        if not ids:
+            return Proposal(torch.zeros(rows, 0, dtype=torch.long, device=device),
+                            torch.zeros(rows, dtype=torch.long, device=device),
+                            torch.zeros(rows, 0, vocab, device=device))
+        return Proposal(torch.stack(ids, 1), max_drafts.clone(), torch.stack(probs, 1))
+
+    def update(self, step: Step) -> None:
+        if self.own_entries:
+            rows = step.num_accepted.shape[0]
+            self.lm.rollback(torch.full((rows,), self.own_entries, device=step.tokens.device))
+        self.own_entries = 0
+        counts = step.num_accepted + 1  # kept drafts, then the next token
+        tokens, valid = right_align(step.tokens, counts)
+        features, _ = right_align(step.features, counts)
+        self.lm.forward(tokens.clamp_min(0), valid, features=features)
+        rows = torch.arange(tokens.shape[0], device=tokens.device)
+        self._remember(rows, torch.full_like(rows, tokens.shape[1] - 1))
+        self.ready = True
+
+    def select_rows(self, keep) -> None:
+        self.lm.select_rows(keep)
+        if self.ready:
+            self.next_hidden, self.next_logits = self.next_hidden[keep], self.next_logits[keep]
+
+    # Drafting forwards only: the one that filled the cache with the prompts is not a draft
+    # step (ĉ divides draft time by draft forwards).
+    @property
+    def num_forwards(self) -> int:
+        return self.lm.num_forwards - self.fill_forwards if self.lm else 0
+
+    @property
+    def forward_seconds(self) -> float:
+        return sum(self.lm.log.seconds[self.fill_forwards:]) if self.lm else 0.0

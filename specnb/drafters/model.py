@@ -1,0 +1,118 @@
+"""`ModelDrafter`: a standalone draft language model proposes γ tokens, one forward each.
+
+The draft keeps its own ragged KV cache (`BatchedCachedLM`). What it has not seen yet waits in
+`unseen`, right-aligned per row: after verification that is the target's next token, preceded
+by the last draft when every draft passed (the last draft is proposed, never fed). Rejected
+drafts that were fed are rolled back, row by row.
+
+    iteration:  feed unseen -> d1, feed d1 -> d2, ..., feed d(K-1) -> dK   (K forwards)
+    after:      row kept a drafts: roll back (K-1) - min(a, K-1); unseen = [dK if a = K] + next
+
+It does not verify and does not decide K: the loop does.
+"""
+
+import time
+
+import torch
+
+from ..core.batch_kv import BatchedCachedLM
+from ..core.sampler import draw, logits_to_probs
+from .base import Drafter, Proposal, Step
+
+
+def pad_token_id(model) -> int:
+    """The id fed in padding slots (never attended to, so any valid id works)."""
+    for config in (getattr(model, "generation_config", None), model.config):
+        value = getattr(config, "pad_token_id", None)
+        if isinstance(value, int) and value >= 0:
+            return value
+    return 0
+
+
+class ModelDrafter(Drafter):
+    """Wrap a causal LM that shares the target's vocabulary as a drafter."""
+
+    uses_model_forwards = True
+
+    def __init__(self, model):
+        if not hasattr(model, "get_output_embeddings") or not hasattr(model, "config"):
+            raise ValueError(f"ModelDrafter needs a transformers causal LM, got {type(model)}")
+        self.model = model
+        self.context = getattr(model.config, "max_position_embeddings", None)
+        self.lm = None
+
+    def start(self, target, prompts, pending, *, eos_ids, features=None) -> None:
+        self.lm = BatchedCachedLM(self.model, pad_token_id(target))
+        self.eos = torch.tensor(sorted(eos_ids), dtype=torch.long, device=self.lm.device)
+        # Feed all but the pending last token of the prompts that fit the draft's context;
+        # longer rows never draft.
+        self.lm.fill([p[:-1] if self.context is None or len(p) <= self.context else []
+                      for p in prompts])
+        self.alive = torch.tensor([self.context is None or len(p) <= self.context
+                                   for p in prompts], device=self.lm.device)
+        self.unseen = pending.view(-1, 1)  # [A, U], right-aligned
+        self.fill_forwards = self.lm.num_forwards
+        self.unseen_valid = self.alive.view(-1, 1).clone()
+
+    def max_drafts(self, lengths):
+        # A draft at position L - 1 + j needs L - 1 + j < context: at most context - L + 1 drafts.
+        # A row past the context never drafts again; it stops feeding the draft too.
+        if self.context is None:
+            return [None] * len(lengths)
+        self.alive &= torch.tensor([length <= self.context for length in lengths],
+                                   device=self.alive.device)
+        return [max(0, self.context - length + 1) for length in lengths]
+
+    def propose(self, max_drafts, *, width, temperature, generator) -> Proposal:
+        rows = max_drafts.shape[0]
+        device = self.lm.device
+        if width == 0:
+            return Proposal(torch.zeros(rows, 0, dtype=torch.long, device=device),
+                            torch.zeros(rows, dtype=torch.long, device=device),
+                            torch.zeros(rows, 0, self.lm.vocab_size, device=device))
+        ids, probs = [], []
+        stopped = torch.zeros(rows, dtype=torch.bool, device=device)  # drafted an EOS
+        num_drafts = torch.zeros(rows, dtype=torch.long, device=device)
+        feed, feed_valid = self.unseen, self.unseen_valid
+        for j in range(width):
+            logits = self.lm.forward(feed, feed_valid, keep=1)[:, -1]  # [A, V]
+            probs.append(logits_to_probs(logits, temperature))
+            ids.append(draw(probs[-1], temperature, generator=generator))
+            num_drafts += (~stopped & (j < max_drafts)).long()
+            stopped |= torch.isin(ids[-1], self.eos)
+            feed, feed_valid = ids[-1].unsqueeze(1), self.alive.unsqueeze(1)
+            # Nothing after an EOS can be emitted: stop once every row has drafted one.
+            if j + 1 < width and bool(stopped.all()):
+                break
+        self.width = len(ids)
+        return Proposal(torch.stack(ids, 1), num_drafts, torch.stack(probs, 1))
+
+    def update(self, step: Step) -> None:
+        width, accepted = step.proposed_width, step.num_accepted
+        next_token = step.tokens.gather(1, accepted.unsqueeze(1))  # [A, 1]
+        alive = self.alive.unsqueeze(1)
+        if width == 0:  # nothing was drafted: the next token joins what waits to be fed
+            self.unseen = torch.cat([self.unseen, next_token], 1)
+            self.unseen_valid = torch.cat([self.unseen_valid, alive], 1)
+            return
+        # The draft fed its first K-1 drafts; drop the rejected ones among them.
+        self.lm.rollback(((width - 1) - accepted.clamp(max=width - 1)) * self.alive)
+        all_passed = accepted == width
+        last_draft = step.tokens[:, width - 1:width].clamp_min(0)
+        self.unseen = torch.cat([last_draft, next_token], 1)
+        self.unseen_valid = torch.cat([all_passed.unsqueeze(1), alive], 1) & alive
+
+    def select_rows(self, keep) -> None:
+        self.lm.select_rows(keep)
+        self.unseen, self.unseen_valid = self.unseen[keep], self.unseen_valid[keep]
+        self.alive = self.alive[keep]
+
+    # Drafting forwards only: the one that filled the cache with the prompts is not a draft
+    # step (ĉ divides draft time by draft forwards).
+    @property
+    def num_forwards(self) -> int:
+        return self.lm.num_forwards - self.fill_forwards if self.lm else 0
+
+    @property
+    def forward_seconds(self) -> float:
+        return sum(self.lm.log.seconds[self.fill_forwards:]) if self.lm else 0.0

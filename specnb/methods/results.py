@@ -1,0 +1,134 @@
+"""What every generation method returns: tokens per row, counters, and a per-row trace.
+
+A result holds `.tokens` (one list of new ids per row), `.stats` (counters and wall time, for
+the whole batch) and `.trace`: one `Iteration` per row and loop step, with what that row
+drafted (token, q, p, min(1, p/q), Σ min(p, q), status) and emitted (and why). A single prompt
+is a batch of one, so its trace is simply its steps. `result.row(b)` is row b on its own.
+`BatchOutput` is the device buffer the loops append to. Nothing here runs a model.
+"""
+
+from dataclasses import asdict, dataclass, field
+
+import torch
+
+
+@dataclass
+class DraftedToken:
+    token: int
+    q: float  # draft probability of the token (1.0 for a copied prompt-lookup draft)
+    p: float  # target probability of the token
+    accept_prob: float  # min(1, p/q)
+    overlap: float  # Σ min(p, q) at this position: the chance that *a* draft token passes
+    status: str  # "accepted", "rejected" or "unverified" (after the first rejection)
+
+
+@dataclass
+class EmittedToken:
+    token: int
+    kind: str  # "accepted" (a draft), "resampled" (from the residual), "bonus" or "target"
+
+
+@dataclass
+class Iteration:
+    drafted: list = field(default_factory=list)  # [DraftedToken]
+    emitted: list = field(default_factory=list)  # [EmittedToken]
+    draft_s: float = 0.0  # these three are per loop step, shared by the rows of the batch
+    target_s: float = 0.0
+    verify_s: float = 0.0
+    info: dict = field(default_factory=dict)  # method-specific: n-gram source, Jacobi guesses
+    row: int = 0  # which prompt of the batch
+    step: int = 0  # which loop step (0 is the prompt's forward)
+
+
+@dataclass
+class Stats:
+    new_tokens: int = 0
+    iterations: int = 0
+    target_forwards: int = 0
+    draft_forwards: int = 0
+    drafted: int = 0
+    accepted: int = 0
+    wall_s: float = 0.0
+    target_s: float = 0.0
+    draft_s: float = 0.0
+
+    @property
+    def draft_yield(self) -> float:
+        """Accepted / drafted, unverified drafts included (NaN when nothing was drafted).
+
+        Not α̂: drafts after a row's first rejection count as not accepted here.
+        """
+        return self.accepted / self.drafted if self.drafted else float("nan")
+
+    acceptance_rate = draft_yield  # the older name
+
+    @property
+    def tokens_per_forward(self) -> float:
+        """New tokens per target forward: 1.0 for autoregressive decoding."""
+        return self.new_tokens / self.target_forwards if self.target_forwards else float("nan")
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "draft_yield": self.draft_yield,
+                "acceptance_rate": self.draft_yield, "tokens_per_forward": self.tokens_per_forward}
+
+
+@dataclass
+class GenerationResult:
+    method: str
+    tokens: list  # [[int]]: new token ids, one list per row
+    stats: Stats
+    trace: list  # [Iteration], every row's steps
+
+    def text(self, tokenizer, row: int = 0) -> str:
+        return tokenizer.decode(self.tokens[row], skip_special_tokens=True)
+
+    def row(self, index: int) -> "GenerationResult":
+        """Row `index` alone: its tokens and trace (the stats stay the batch's)."""
+        if not 0 <= index < len(self.tokens):
+            raise ValueError(f"row must be in [0, {len(self.tokens)}), got {index}")
+        return GenerationResult(self.method, [self.tokens[index]], self.stats,
+                                [it for it in self.trace if it.row == index])
+
+
+class BatchOutput:
+    """New tokens of B rows in one `[B, max_new_tokens + 1]` buffer, -1 where nothing was kept."""
+
+    def __init__(self, batch: int, max_new_tokens: int, eos_ids: set, device):
+        # One spare column past the budget receives every write that is not kept, so `extend`
+        # needs no boolean indexing (which would wait for the device to count the kept tokens).
+        self.buffer = torch.full((batch, max_new_tokens + 1), -1, dtype=torch.long, device=device)
+        self.count = torch.zeros(batch, dtype=torch.long, device=device)  # tokens kept per row
+        self.finished = torch.zeros(batch, dtype=torch.bool, device=device)
+        self.max_new_tokens = max_new_tokens
+        self.eos = torch.tensor(sorted(eos_ids), dtype=torch.long, device=device)
+
+    def extend(self, rows: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+        """Append `tokens [A, T]` (-1 padded on the right) to `rows [A]`; return kept counts [A].
+
+        Example: budget 3, row holds [4], tokens [7, 2, 9] with EOS 2 -> keeps [7, 2], finished.
+        """
+        width = tokens.shape[1]
+        slot = self.count[rows].unsqueeze(1) + torch.arange(width, device=tokens.device)  # [A, T]
+        is_eos = torch.isin(tokens, self.eos)
+        after_eos = (is_eos.long().cumsum(1) - is_eos.long()) > 0
+        keep = (tokens >= 0) & (slot < self.max_new_tokens) & ~after_eos
+        row_index = rows.unsqueeze(1).expand_as(slot)
+        spare = torch.full_like(slot, self.max_new_tokens)
+        self.buffer.index_put_((row_index, torch.where(keep, slot, spare)),
+                               torch.where(keep, tokens, -1))
+        kept = keep.sum(1)
+        self.count[rows] += kept
+        self.finished[rows] |= (self.count[rows] >= self.max_new_tokens) | (is_eos & keep).any(1)
+        return kept
+
+    def tokens(self) -> list:
+        """One list of new ids per row."""
+        return [row[:n].tolist() for row, n in zip(self.buffer.cpu(), self.count.cpu().tolist())]
+
+
+def cut_at_eos(tokens: list, eos_ids: set) -> list:
+    """Keep tokens up to and including the first EOS: [4, 2, 7] with EOS 2 -> [4, 2]."""
+    for i, token in enumerate(tokens):
+        if token in eos_ids:
+            return tokens[:i + 1]
+    return tokens

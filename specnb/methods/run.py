@@ -1,0 +1,128 @@
+"""The bookkeeping beside the speculative loop: rows, budgets, timing, trace and stats.
+
+`Run` owns what the loop's arithmetic should not show: which rows are still running, each
+row's length and remaining budget on the host, the per-step clocks, the one host read per step
+that fills the trace, dropping finished rows from every cache, and the final result. The
+algorithm itself lives in `specnb.methods.speculative.speculate`.
+"""
+
+import time
+from contextlib import contextmanager
+
+import torch
+
+from ..core.batch_kv import BatchedCachedLM
+from ..drafters.base import Step
+from ..drafters.model import pad_token_id
+from .results import BatchOutput, DraftedToken, EmittedToken, GenerationResult, Iteration, Stats
+
+
+class Run:
+    """State of one batched generation, from the prompts' fill to the result."""
+
+    def __init__(self, target, drafter, prompts, *, max_new_tokens, temperature, generator,
+                 eos_ids):
+        self.drafter, self.temperature, self.generator = drafter, temperature, generator
+        self.eos_ids, self.max_new_tokens = eos_ids, max_new_tokens
+        layers = drafter.feature_layers
+        self.target_lm = BatchedCachedLM(target, pad_token_id(target), feature_layers=layers)
+        self.device = self.target_lm.device
+        self.row_ids = list(range(len(prompts)))  # original index of each running row (host)
+        self.rows = torch.arange(len(prompts), device=self.device)  # the same, on the device
+        self.lengths = [len(p) for p in prompts]  # tokens per row, the pending one included
+        self.counts = [0] * len(prompts)  # new tokens kept per row
+        self.out = BatchOutput(len(prompts), max_new_tokens, eos_ids, self.device)
+        self.stats, self.trace, self.clock = Stats(), [], {}
+        self.start = time.perf_counter()
+        # 0. The prompts, all but their last token, fill the target's cache. Each row's last
+        #    prompt token is its pending token, fed with the first drafts, so the drafter can
+        #    already propose from the prompt (a copy of it, say) in the first iteration.
+        self.target_lm.fill([p[:-1] for p in prompts])
+        self.fill_forwards = self.target_lm.num_forwards  # 0 or 1; not a decoding forward
+        self.pending = torch.tensor([p[-1] for p in prompts], device=self.device)
+        self.finished = [False] * len(prompts)
+        self.step = 0
+        drafter.start(target, prompts, self.pending, eos_ids=eos_ids,
+                      features=self.target_lm.features)
+
+    @contextmanager
+    def timer(self, name: str):
+        start = time.perf_counter()
+        yield
+        self.clock[name] = time.perf_counter() - start
+
+    def draft_budget(self, gamma: int) -> torch.Tensor:
+        """Per row: at most γ, at most the remaining budget − 1 (the target adds one token),
+        and what the drafter's own context allows."""
+        lengths = [self.lengths[r] for r in self.row_ids]
+        caps = self.drafter.max_drafts(lengths)
+        budget = [min(gamma, self.max_new_tokens - self.counts[r] - 1, gamma if cap is None else cap)
+                  for r, cap in zip(self.row_ids, caps)]
+        self.budget = [max(0, b) for b in budget]
+        return torch.tensor(self.budget, dtype=torch.long, device=self.device)
+
+    def record(self, proposal, verdict, kept, target_probs) -> Step:
+        """One host read per step: fill the trace and the stats, and tell the drafter."""
+        width = proposal.token_ids.shape[1]
+        if proposal.probs is None:
+            overlap = verdict.p_of_draft
+        else:
+            overlap = torch.minimum(target_probs[:, :width], proposal.probs).sum(-1)  # [A, K]
+        summary = torch.cat([
+            torch.stack([proposal.num_drafts, verdict.num_accepted, kept], 1).double(),
+            verdict.tokens.double(), proposal.token_ids.double(), verdict.q_of_draft.double(),
+            verdict.p_of_draft.double(), verdict.accept_probs.double(), overlap.double(),
+            self.out.finished[self.rows].double().unsqueeze(1)], 1).tolist()
+        self.step += 1
+        emitted_rows = []
+        for i, values in enumerate(summary):
+            num_drafts, num_accepted, num_kept = (int(v) for v in values[:3])
+            tokens = [int(t) for t in values[3:3 + width + 1]]
+            columns = [values[4 + width + j * width:4 + width + (j + 1) * width] for j in range(5)]
+            drafted = [DraftedToken(int(columns[0][j]), columns[1][j], columns[2][j],
+                                    columns[3][j], columns[4][j],
+                                    "accepted" if j < num_accepted else
+                                    "rejected" if j == num_accepted else "unverified")
+                       for j in range(num_drafts)]
+            kinds = ["accepted"] * num_accepted + [
+                "target" if num_drafts == 0 else
+                "bonus" if num_accepted == num_drafts else "resampled"]
+            emitted = tokens[:num_kept]
+            row = self.row_ids[i]
+            self.trace.append(Iteration(
+                drafted=drafted, emitted=[EmittedToken(t, k) for t, k in zip(emitted, kinds)],
+                draft_s=self.clock.get("draft", 0.0), target_s=self.target_lm.log.seconds[-1],
+                verify_s=self.clock.get("verify", 0.0), row=row, step=self.step,
+                info=proposal.info[i] if proposal.info else {}))
+            self.counts[row] += num_kept
+            self.lengths[row] += num_kept
+            self.stats.drafted += num_drafts
+            self.stats.accepted += num_accepted
+            self.finished[row] = bool(values[-1])
+            emitted_rows.append(emitted)
+        return Step(verdict.tokens, verdict.num_accepted, emitted_rows, self.target_lm.features,
+                    width)
+
+    def drop_finished(self) -> bool:
+        """Drop finished rows from the batch and every cache; False when none is left."""
+        keep = [i for i, row in enumerate(self.row_ids) if not self.finished[row]]
+        if len(keep) < len(self.row_ids) and keep:
+            keep_tensor = torch.tensor(keep, device=self.device)
+            self.row_ids = [self.row_ids[i] for i in keep]
+            self.rows, self.pending = self.rows[keep_tensor], self.pending[keep_tensor]
+            self.target_lm.select_rows(keep_tensor)
+            self.drafter.select_rows(keep_tensor)
+        return bool(keep)
+
+    def result(self, method: str) -> GenerationResult:
+        stats = self.stats
+        stats.wall_s = time.perf_counter() - self.start
+        stats.new_tokens, stats.iterations = sum(self.counts), self.step
+        # Decoding forwards: the one that filled the cache with the prompts does not count
+        # (autoregressive decoding then makes exactly one forward per token); its time does.
+        stats.target_forwards = self.target_lm.num_forwards - self.fill_forwards
+        stats.target_s = self.target_lm.forward_seconds
+        stats.draft_forwards = self.drafter.num_forwards
+        stats.draft_s = self.drafter.forward_seconds
+        self.trace.sort(key=lambda it: (it.row, it.step))
+        return GenerationResult(method, self.out.tokens(), stats, self.trace)

@@ -1,0 +1,272 @@
+"""Train the feature-reading draft head for the embedded target: `python -m specnb.train_head`.
+
+Recipe (measured choices are recorded in data/README.md):
+1. Data written by the target (`specnb.head_data`): its answers to the training prompts, greedy
+   then sampled at T = 0.7, 1.0, 0.85, ... (one round each), with the residual stream at
+   `FEATURE_LAYERS` and the top-16 next-token log-probabilities captured by the very forwards
+   that generate them. Cached per batch, resumable.
+2. Draft vocabulary: the `--draft-vocab` most frequent tokens of those answers, always with the
+   special tokens; the head's LM head starts as the target's embedding rows of those tokens.
+3. Loss: cross-entropy against the target's distribution (renormalized on the draft vocabulary)
+   at every answer position, with the head unrolled `--steps` times on its own outputs
+   (training-time test); step k weighs `--step-decay`^(k-1).
+4. Every epoch ends with held-out acceptance on the target's greedy answers to the eval prompts:
+   per step, the fraction of positions whose whole chain of k head predictions equals the
+   target's; their sum is the expected number of accepted drafts per iteration at γ = steps
+   under greedy decoding. The best epoch by that figure is saved, not the last or the lowest loss.
+"""
+
+import argparse
+import json
+import math
+import platform
+import sys
+import time
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from .data import DATA_DIR, load_prompts
+from .drafters.feature import FeatureDrafter
+from .drafters.head import FeatureHead, HeadConfig
+from .head_data import FEATURE_LAYERS, build_rounds, data_dir, generate_with_features
+from .models import chat_ids, load_model
+
+DEFAULT_OUT = DATA_DIR / "head"
+
+
+def draft_vocabulary(examples: list, size: int, always: list, vocab: int) -> torch.Tensor:
+    """The `size` most frequent answer tokens, plus `always` (special tokens), sorted ids."""
+    counts = torch.zeros(vocab, dtype=torch.long)
+    for e in examples:
+        counts += torch.bincount(torch.tensor(e["ids"][e["answer_start"]:]), minlength=vocab)
+    counts[torch.tensor(always)] = counts.max() + 1
+    return counts.topk(size).indices.sort().values
+
+
+def to_entries(example: dict, target_to_draft: torch.Tensor) -> dict:
+    """Entry t = (F_t, x_{t+1}); its label after step k is the target's law after t + k."""
+    ids = torch.tensor(example["ids"])
+    n = len(ids)
+    top_ids = example["top_ids"].long()  # [n-1, k]: after position p
+    draft_ids = torch.where(top_ids >= 0, target_to_draft[top_ids.clamp_min(0)], -1)
+    probs = example["top_logp"].float().exp() * (draft_ids >= 0)
+    mass = probs.sum(-1, keepdim=True)
+    # Answer positions only (and the last prompt position, which predicts the first answer
+    # token): the head drafts answers, not user text.
+    in_answer = torch.arange(n - 1) >= example["answer_start"] - 1
+    labelled = (top_ids[:, 0] >= 0) & (mass[:, 0] > 0) & in_answer
+    return {"tokens": ids[1:n], "features": example["features"],
+            "label_ids": draft_ids.clamp_min(0), "label_probs": probs / mass.clamp_min(1e-9),
+            "labelled": labelled}
+
+
+def collate(entries: list) -> dict:
+    width = max(len(e["tokens"]) for e in entries)
+    batch = {}
+    for key, fill in (("tokens", 0), ("features", 0.0), ("label_ids", 0), ("label_probs", 0.0),
+                      ("labelled", False)):
+        first = entries[0][key]
+        out = torch.full((len(entries), width, *first.shape[1:]), fill, dtype=first.dtype)
+        for row, e in enumerate(entries):
+            out[row, :len(e[key])] = e[key]
+        batch[key] = out
+    batch["valid"] = torch.arange(width) < torch.tensor([len(e["tokens"]) for e in entries])[:, None]
+    return batch
+
+
+def unrolled_loss(head, batch, steps: int, step_decay: float) -> tuple:
+    """Weighted soft cross-entropy over the k unrolled steps; also per-step argmax hits."""
+    features = batch["features"].to(head.fc.weight.dtype)
+    labelled_anywhere = batch["labelled"].any(0).nonzero()
+    offset = max(0, int(labelled_anywhere.min()) - 1) if len(labelled_anywhere) else 0
+    outputs = head.unrolled(batch["tokens"], features, batch["valid"], steps, offset)
+    total, weights, hits = 0.0, 0.0, []
+    width = batch["tokens"].shape[1]
+    for k, output in enumerate(outputs):  # step k + 1: anchor t predicts the law after t + k + 1
+        start = offset + k + 1
+        labelled = batch["labelled"][:, start:]
+        label_ids, label_probs = batch["label_ids"][:, start:], batch["label_probs"][:, start:]
+        chosen = output[:, :width - start][labelled]  # [N, H]
+        logp = head.logits(chosen).float().log_softmax(-1)
+        loss = -(label_probs[labelled] * logp.gather(-1, label_ids[labelled])).sum(-1).mean()
+        total = total + step_decay ** k * loss
+        weights += step_decay ** k
+        hits.append((logp.argmax(-1) == label_ids[labelled][:, 0]).float().mean().item())
+    return total / weights, hits
+
+
+@torch.no_grad()
+def heldout_acceptance(head, entries: list, steps: int) -> list:
+    """Per step k: the fraction of labelled anchors whose k chained argmaxes all equal the
+    target's (greedy answers, so the chain's input tokens are what greedy decoding accepts).
+    Their sum is the expected number of accepted drafts per iteration at γ = steps."""
+    chained, counted = [0.0] * steps, 0
+    for entry in entries:
+        batch = collate([entry])
+        outputs = head.unrolled(batch["tokens"], batch["features"].to(head.fc.weight.dtype),
+                                batch["valid"], steps)
+        n = batch["tokens"].shape[1]
+        anchors = batch["labelled"][0, 1:n - steps + 1]  # anchors with every step labelled
+        all_right = anchors.clone()
+        for k, output in enumerate(outputs):
+            shift = k + 1
+            guess = head.logits(output[0, :n - steps]).argmax(-1)
+            truth = batch["label_ids"][0, shift:n - steps + shift, 0]
+            labelled = batch["labelled"][0, shift:n - steps + shift]
+            all_right &= (guess == truth) & labelled
+            chained[k] += float(all_right[anchors].sum())
+        counted += int(anchors.sum())
+    return [c / max(counted, 1) for c in chained]
+
+
+def train(head, entries, heldout, *, epochs, batch_size, lr, steps, step_decay, generator,
+          log) -> tuple:
+    """AdamW, warm-up and cosine decay; held-out acceptance after each epoch; best state."""
+    parameters = [p for p in head.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(parameters, lr=lr, weight_decay=0.01)
+    order = sorted(range(len(entries)), key=lambda i: len(entries[i]["tokens"]))
+    batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+    total = epochs * len(batches)
+    warmup = max(1, total // 20)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(
+        (s + 1) / warmup, 0.5 * (1 + math.cos(math.pi * min(1.0, s / total)))))
+    best, history = None, []
+    with tqdm(total=total, desc="training head") as bar:
+        for epoch in range(epochs):
+            head.train()
+            shuffled = [batches[i] for i in torch.randperm(len(batches), generator=generator)]
+            for indices in shuffled:
+                loss, hits = unrolled_loss(head, collate([entries[i] for i in indices]), steps,
+                                           step_decay)
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(parameters, 1.0)
+                optimizer.step()
+                schedule.step()
+                bar.set_postfix(loss=f"{loss.item():.3f}", step1=f"{hits[0]:.2f}")
+                bar.update()
+            head.eval()
+            acceptance = heldout_acceptance(head, heldout, steps)
+            history.append({"epoch": epoch + 1, "loss": round(loss.item(), 4),
+                            "heldout_chained_acceptance": [round(a, 4) for a in acceptance],
+                            "expected_accepted_per_iteration": round(sum(acceptance), 4)})
+            log(history[-1])
+            if best is None or sum(acceptance) > best[0]:
+                best = (sum(acceptance), {k: v.detach().clone()
+                                          for k, v in head.state_dict().items()}, epoch + 1)
+    head.load_state_dict(best[1])
+    return history, best[2]
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--rounds", type=int, default=6,
+                        help="rounds of target answers: 1 greedy, then sampled (T cycles "
+                             "0.7, 1.0, 0.85)")
+    parser.add_argument("--max-new-tokens", type=int, default=192)
+    parser.add_argument("--draft-vocab", type=int, default=8192)
+    parser.add_argument("--steps", type=int, default=3, help="unrolled draft steps in training")
+    parser.add_argument("--step-decay", type=float, default=0.8)
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--limit", type=int, default=None, help="use only the first N prompts")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    for name in ("rounds", "max_new_tokens", "draft_vocab", "steps", "epochs", "batch_size"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if args.limit is not None and args.limit < 1:
+        parser.error(f"--limit must be >= 1, got {args.limit}")
+    if not (args.lr > 0 and 0 < args.step_decay <= 1):
+        parser.error("--lr must be > 0 and --step-decay in (0, 1]")
+    if args.out.exists() and not args.out.is_dir():
+        parser.error(f"--out {args.out} exists and is not a folder")
+
+    started = time.perf_counter()
+    generator = torch.Generator().manual_seed(args.seed)
+    torch.manual_seed(args.seed)
+    target, tokenizer = load_model()
+    for p in target.parameters():
+        p.requires_grad_(False)
+    prompts = load_prompts("train")[:args.limit]
+    prompt_ids = [chat_ids(tokenizer, p["prompt"])[0].tolist() for p in prompts]
+    paths = build_rounds(target, prompt_ids, num_rounds=args.rounds,
+                         max_new_tokens=args.max_new_tokens, eos_id=tokenizer.eos_token_id)
+    examples = [e for path in tqdm(paths, desc="loading data") for e in torch.load(path)]
+
+    # Held-out: the target's greedy answers to the eval prompts (cached like the rest).
+    heldout_ids = [chat_ids(tokenizer, p["prompt"])[0].tolist() for p in load_prompts("eval")]
+    heldout_path = data_dir(heldout_ids, 128) / "heldout-greedy.pt"
+    if not heldout_path.exists():
+        heldout_path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save(generate_with_features(target, heldout_ids, max_new_tokens=128,
+                                          temperature=0.0, generator=generator,
+                                          eos_id=tokenizer.eos_token_id), heldout_path)
+    heldout_examples = torch.load(heldout_path)
+
+    vocab = target.get_input_embeddings().weight.shape[0]
+    special = sorted({tokenizer.eos_token_id, tokenizer.bos_token_id or 0,
+                      *tokenizer.all_special_ids})
+    draft_to_target = draft_vocabulary(examples, args.draft_vocab, special, vocab)
+    target_to_draft = torch.full((vocab,), -1, dtype=torch.long)
+    target_to_draft[draft_to_target] = torch.arange(len(draft_to_target))
+    entries = [to_entries(e, target_to_draft) for e in examples]
+    heldout = [to_entries(e, target_to_draft) for e in heldout_examples]
+    coverage = float(torch.cat([h["labelled"] for h in heldout]).float().mean())
+    answer_tokens = sum(len(e["ids"]) - e["answer_start"] for e in examples)
+    print(f"{len(examples)} answers, {answer_tokens} answer tokens; draft vocabulary covers "
+          f"{coverage:.3f} of held-out labels", file=sys.stderr)
+
+    c = target.config
+    config = HeadConfig(hidden_size=c.hidden_size, intermediate_size=c.intermediate_size,
+                        num_attention_heads=c.num_attention_heads,
+                        num_key_value_heads=c.num_key_value_heads,
+                        head_dim=getattr(c, "head_dim", c.hidden_size // c.num_attention_heads),
+                        rope_theta=float(c.rope_parameters["rope_theta"]),
+                        rms_norm_eps=c.rms_norm_eps, feature_layers=FEATURE_LAYERS,
+                        draft_vocab_size=len(draft_to_target),
+                        max_position_embeddings=c.max_position_embeddings,
+                        target_vocab_size=vocab)
+    head = init_head(config, target, draft_to_target, generator)
+    history, best_epoch = train(head, entries, heldout, epochs=args.epochs,
+                                batch_size=args.batch_size, lr=args.lr, steps=args.steps,
+                                step_decay=args.step_decay, generator=generator,
+                                log=lambda h: print(json.dumps(h), file=sys.stderr))
+    head.eval()
+    FeatureDrafter(head).save_pretrained(args.out)
+    record = {
+        "command": "python -m specnb.train_head " + " ".join(sys.argv[1:] if argv is None else argv),
+        "seed": args.seed, "prompts": len(prompts), "rounds": args.rounds,
+        "answers": len(examples), "answer_tokens": answer_tokens,
+        "positions": sum(len(e["tokens"]) for e in entries),
+        "trainable_parameters": sum(p.numel() for p in head.parameters()),
+        "draft_vocab": len(draft_to_target), "heldout_label_coverage": round(coverage, 4),
+        "heldout": f"{len(heldout)} eval prompts, the target's greedy answers, 128 tokens",
+        "history": history, "best_epoch": best_epoch,
+        "seconds": round(time.perf_counter() - started, 1),
+        "hardware": f"{platform.processor() or platform.machine()}, "
+                    f"{torch.get_num_threads()} threads, device {target.device}",
+        "torch": torch.__version__, "args": {k: str(v) for k, v in vars(args).items()},
+    }
+    (args.out / "training.json").write_text(json.dumps(record, indent=2) + "\n")
+    print(json.dumps(record, indent=2))
+
+
+def init_head(config: HeadConfig, target, draft_to_target, generator) -> FeatureHead:
+    """Small random weights; the LM head starts as the target's embedding rows of the draft
+    vocabulary (SmolLM2 ties its LM head to that embedding)."""
+    head = FeatureHead(config, target.get_input_embeddings(), draft_to_target)
+    with torch.no_grad():
+        for name, param in head.named_parameters():
+            if "norm" not in name:
+                param.normal_(0.0, 0.02, generator=generator)
+        head.lm_head.weight.copy_(target.get_output_embeddings().weight[draft_to_target])
+    return head.to(next(target.parameters()).device)
+
+
+if __name__ == "__main__":
+    main()
