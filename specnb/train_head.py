@@ -8,8 +8,10 @@ Recipe (measured choices are recorded in data/README.md):
 2. Draft vocabulary: the `--draft-vocab` most frequent tokens of those answers, always with the
    special tokens; the head's LM head starts as the target's embedding rows of those tokens.
 3. Loss: cross-entropy against the target's distribution (renormalized on the draft vocabulary)
-   at every answer position, with the head unrolled `--steps` times on its own outputs
-   (training-time test); step k weighs `--step-decay`^(k-1).
+   at every answer position, plus a regression of the head's normed output onto the target's
+   final normed state (EAGLE-1), with the head unrolled `--steps` times on its own outputs
+   (training-time test); step k weighs `--step-decay`^(k-1). The final norm and LM head are
+   the target's own and stay frozen, so only the projection and the layer learn.
 4. Every epoch ends with held-out acceptance on the target's greedy answers to the eval prompts:
    per step, the fraction of positions whose whole chain of k head predictions equals the
    target's; their sum is the expected number of accepted drafts per iteration at γ = steps
@@ -25,6 +27,7 @@ import time
 from pathlib import Path
 
 import torch
+from torch.nn import functional as F
 from tqdm.auto import tqdm
 
 from .data import DATA_DIR, load_prompts
@@ -34,6 +37,7 @@ from .head_data import FEATURE_LAYERS, build_rounds, data_dir, generate_with_fea
 from .models import chat_ids, load_model
 
 DEFAULT_OUT = DATA_DIR / "head"
+FINAL_STATE = 30  # hidden_states index of SmolLM2's final normed state (what its LM head reads)
 
 
 def draft_vocabulary(examples: list, size: int, always: list, vocab: int) -> torch.Tensor:
@@ -76,8 +80,11 @@ def collate(entries: list) -> dict:
     return batch
 
 
-def unrolled_loss(head, batch, steps: int, step_decay: float) -> tuple:
-    """Weighted soft cross-entropy over the k unrolled steps; also per-step argmax hits."""
+def unrolled_loss(head, batch, steps: int, step_decay: float, regression_weight: float = 0.0,
+                  top_index: int | None = None) -> tuple:
+    """Weighted soft cross-entropy over the k unrolled steps, plus (EAGLE-1's signal) a
+    smooth-L1 regression of the head's normed output onto the target's final normed state at
+    the same position (feature `top_index`), a 576-number target per token; also per-step hits."""
     features = batch["features"].to(head.fc.weight.dtype)
     labelled_anywhere = batch["labelled"].any(0).nonzero()
     offset = max(0, int(labelled_anywhere.min()) - 1) if len(labelled_anywhere) else 0
@@ -91,6 +98,9 @@ def unrolled_loss(head, batch, steps: int, step_decay: float) -> tuple:
         chosen = output[:, :width - start][labelled]  # [N, H]
         logp = head.logits(chosen).float().log_softmax(-1)
         loss = -(label_probs[labelled] * logp.gather(-1, label_ids[labelled])).sum(-1).mean()
+        if regression_weight and top_index is not None:
+            truth = batch["features"][:, start:][labelled][:, top_index].to(chosen.dtype)
+            loss = loss + regression_weight * F.smooth_l1_loss(head.final_norm(chosen), truth)
         total = total + step_decay ** k * loss
         weights += step_decay ** k
         hits.append((logp.argmax(-1) == label_ids[labelled][:, 0]).float().mean().item())
@@ -122,7 +132,7 @@ def heldout_acceptance(head, entries: list, steps: int) -> list:
 
 
 def train(head, entries, heldout, *, epochs, batch_size, lr, steps, step_decay, generator,
-          log) -> tuple:
+          log, regression_weight=0.0) -> tuple:
     """AdamW, warm-up and cosine decay; held-out acceptance after each epoch; best state."""
     parameters = [p for p in head.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(parameters, lr=lr, weight_decay=0.01)
@@ -133,13 +143,15 @@ def train(head, entries, heldout, *, epochs, batch_size, lr, steps, step_decay, 
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(
         (s + 1) / warmup, 0.5 * (1 + math.cos(math.pi * min(1.0, s / total)))))
     best, history = None, []
+    layers = list(head.config.feature_layers)
+    top_index = layers.index(FINAL_STATE) if FINAL_STATE in layers else None
     with tqdm(total=total, desc="training head") as bar:
         for epoch in range(epochs):
             head.train()
             shuffled = [batches[i] for i in torch.randperm(len(batches), generator=generator)]
             for indices in shuffled:
                 loss, hits = unrolled_loss(head, collate([entries[i] for i in indices]), steps,
-                                           step_decay)
+                                           step_decay, regression_weight, top_index)
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(parameters, 1.0)
@@ -173,6 +185,10 @@ def main(argv=None) -> None:
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--regression-weight", type=float, default=1.0,
+                        help="weight of the feature regression loss (0: cross-entropy only)")
+    parser.add_argument("--train-lm-head", action="store_true",
+                        help="train the LM head too (default: frozen target embedding rows)")
     parser.add_argument("--limit", type=int, default=None, help="use only the first N prompts")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
@@ -231,10 +247,12 @@ def main(argv=None) -> None:
                         draft_vocab_size=len(draft_to_target),
                         max_position_embeddings=c.max_position_embeddings,
                         target_vocab_size=vocab)
-    head = init_head(config, target, draft_to_target, generator)
+    head = init_head(config, target, draft_to_target, generator,
+                     train_lm_head=args.train_lm_head)
     history, best_epoch = train(head, entries, heldout, epochs=args.epochs,
                                 batch_size=args.batch_size, lr=args.lr, steps=args.steps,
                                 step_decay=args.step_decay, generator=generator,
+                                regression_weight=args.regression_weight,
                                 log=lambda h: print(json.dumps(h), file=sys.stderr))
     head.eval()
     FeatureDrafter(head).save_pretrained(args.out)
@@ -243,7 +261,8 @@ def main(argv=None) -> None:
         "seed": args.seed, "prompts": len(prompts), "rounds": args.rounds,
         "answers": len(examples), "answer_tokens": answer_tokens,
         "positions": sum(len(e["tokens"]) for e in entries),
-        "trainable_parameters": sum(p.numel() for p in head.parameters()),
+        "trainable_parameters": sum(p.numel() for p in head.parameters() if p.requires_grad),
+        "parameters": sum(p.numel() for p in head.parameters()),
         "draft_vocab": len(draft_to_target), "heldout_label_coverage": round(coverage, 4),
         "heldout": f"{len(heldout)} eval prompts, the target's greedy answers, 128 tokens",
         "history": history, "best_epoch": best_epoch,
@@ -256,15 +275,19 @@ def main(argv=None) -> None:
     print(json.dumps(record, indent=2))
 
 
-def init_head(config: HeadConfig, target, draft_to_target, generator) -> FeatureHead:
-    """Small random weights; the LM head starts as the target's embedding rows of the draft
-    vocabulary (SmolLM2 ties its LM head to that embedding)."""
+def init_head(config: HeadConfig, target, draft_to_target, generator,
+              train_lm_head: bool = False) -> FeatureHead:
+    """Small random weights; the final norm and the LM head are the target's own (its final
+    norm, its output rows of the draft vocabulary), so the head's output lives where the
+    target's last hidden state does (EAGLE-1). The LM head stays frozen unless asked."""
     head = FeatureHead(config, target.get_input_embeddings(), draft_to_target)
     with torch.no_grad():
         for name, param in head.named_parameters():
             if "norm" not in name:
                 param.normal_(0.0, 0.02, generator=generator)
         head.lm_head.weight.copy_(target.get_output_embeddings().weight[draft_to_target])
+        head.final_norm.weight.copy_(target.model.norm.weight)
+    head.lm_head.weight.requires_grad_(train_lm_head)
     return head.to(next(target.parameters()).device)
 
 

@@ -78,6 +78,10 @@ class FeatureHead(nn.Module):
         c = self.config = config
         h, kv = c.num_attention_heads * c.head_dim, c.num_key_value_heads * c.head_dim
         self.embed = [embed]  # a list: not a submodule, so it is neither saved nor trained
+        # The residual stream carries huge outliers (values near 25 000 at some positions in
+        # SmolLM2's middle layers): each layer's features are RMS-normed before the projection.
+        self.feature_norms = nn.ModuleList(RMSNorm(c.hidden_size, c.rms_norm_eps)
+                                           for _ in c.feature_layers)
         self.fc = nn.Linear(len(c.feature_layers) * c.hidden_size, c.hidden_size, bias=False)
         self.embed_norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
         self.hidden_norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
@@ -106,7 +110,9 @@ class FeatureHead(nn.Module):
     # ---- the pieces ------------------------------------------------------------------------
     def project(self, features):
         """Target features `[..., L, H]` -> the head's input width `[..., H]`."""
-        return self.fc(features.flatten(-2).to(self.fc.weight.dtype))
+        features = features.to(self.fc.weight.dtype)
+        normed = [norm(features[..., i, :]) for i, norm in enumerate(self.feature_norms)]
+        return self.fc(torch.cat(normed, -1))
 
     def _qkv(self, token_ids, hidden, positions):
         c = self.config
