@@ -191,6 +191,9 @@ def main(argv=None) -> None:
                         help="train the LM head too (default: frozen target embedding rows)")
     parser.add_argument("--limit", type=int, default=None, help="use only the first N prompts")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--evaluate", type=Path, metavar="HEAD",
+                        help="only measure a saved head: α̂ in the decoding loop on the open-ended "
+                             "eval prompts, greedy and at T = 0.7, beside the distilled draft")
     args = parser.parse_args(argv)
     for name in ("rounds", "max_new_tokens", "draft_vocab", "steps", "epochs", "batch_size"):
         if getattr(args, name) < 1:
@@ -202,10 +205,16 @@ def main(argv=None) -> None:
     if args.out.exists() and not args.out.is_dir():
         parser.error(f"--out {args.out} exists and is not a folder")
 
+    if args.evaluate is not None and not (args.evaluate / "config.json").exists():
+        parser.error(f"--evaluate {args.evaluate}: no saved head there (config.json missing)")
     started = time.perf_counter()
     generator = torch.Generator().manual_seed(args.seed)
     torch.manual_seed(args.seed)
     target, tokenizer = load_model()
+    if args.evaluate is not None:
+        evaluate(target, tokenizer, FeatureDrafter.from_pretrained(args.evaluate, target),
+                 args.steps, args.seed)
+        return
     for p in target.parameters():
         p.requires_grad_(False)
     prompts = load_prompts("train")[:args.limit]
@@ -232,7 +241,9 @@ def main(argv=None) -> None:
     target_to_draft[draft_to_target] = torch.arange(len(draft_to_target))
     entries = [to_entries(e, target_to_draft) for e in examples]
     heldout = [to_entries(e, target_to_draft) for e in heldout_examples]
-    coverage = float(torch.cat([h["labelled"] for h in heldout]).float().mean())
+    # How many of the target's held-out answer tokens the draft vocabulary can draft at all.
+    answers = torch.cat([torch.tensor(e["ids"][e["answer_start"]:]) for e in heldout_examples])
+    coverage = float((target_to_draft[answers] >= 0).float().mean())
     answer_tokens = sum(len(e["ids"]) - e["answer_start"] for e in examples)
     print(f"{len(examples)} answers, {answer_tokens} answer tokens; draft vocabulary covers "
           f"{coverage:.3f} of held-out labels", file=sys.stderr)
@@ -273,6 +284,27 @@ def main(argv=None) -> None:
     }
     (args.out / "training.json").write_text(json.dumps(record, indent=2) + "\n")
     print(json.dumps(record, indent=2))
+
+
+def evaluate(target, tokenizer, head, gamma: int, seed: int, max_new_tokens: int = 128) -> None:
+    """α̂ (mean Σ min(p, q) over checked drafts), draft yield and tokens per forward of the head
+    and of the distilled draft, greedy and at T = 0.7, all open-ended eval prompts as one batch."""
+    from .methods import speculative
+    from .pairs import load_embedded_draft
+    from .theory import estimate_alpha
+
+    prompts = [chat_ids(tokenizer, p["prompt"])[0].tolist()
+               for p in load_prompts("eval", "open-ended")]
+    draft = load_embedded_draft(target.device, target.dtype)
+    print(f"{len(prompts)} open-ended eval prompts, {max_new_tokens} new tokens, γ = {gamma}")
+    for temperature in (0.0, 0.7):
+        for name, drafter in (("feature head", head), ("distilled draft", draft)):
+            result = speculative(target, drafter, prompts, gamma=gamma, temperature=temperature,
+                                 max_new_tokens=max_new_tokens,
+                                 generator=torch.Generator(device=target.device).manual_seed(seed))
+            print(f"T = {temperature:<4g} {name:<16} α̂ {estimate_alpha(result):.3f}  draft yield "
+                  f"{result.stats.draft_yield:.3f}  tokens per target forward "
+                  f"{result.stats.tokens_per_forward:.2f}")
 
 
 def init_head(config: HeadConfig, target, draft_to_target, generator,

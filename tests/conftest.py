@@ -10,7 +10,7 @@ from tiny_models import TEST_DEVICE, VOCAB, perturbed, tiny_llama
 # The χ² tests hand specnb `torch.Generator()`s; specnb samples where the model is, so under
 # SPECNB_TEST_DEVICE (scripts/gpu_check.py) a generator made there without a device is made on
 # the test device. Unset, nothing changes.
-SAMPLING_MODULES = {"test_speculative_exact", "test_batched_exact"}
+SAMPLING_MODULES = {"test_speculative_exact"}
 _Generator = torch.Generator
 
 

@@ -5,6 +5,7 @@ import time
 import pytest
 
 import specnb
+import specnb.pairs
 from specnb.models import cache_dir, chat_ids, early_exit_draft, load_model
 
 MAX_NEW = 48
@@ -45,6 +46,24 @@ def test_first_answer_is_sensible(embedded):
     ids = chat_ids(tokenizer, "What is the capital of France?")
     answer = specnb.autoregressive(model, ids, max_new_tokens=12).text(tokenizer)
     assert "Paris" in answer
+
+
+@pytest.fixture(scope="module")
+def embedded_head(embedded):
+    return specnb.pairs.load_embedded_head(embedded[0])
+
+
+@pytest.mark.parametrize("gamma", [1, 2, 3, 5, 8])
+def test_shipped_head_greedy_equals_hf_generate(embedded, embedded_head, cases, gamma):
+    """The shipped feature head, alone and as a ragged batch of the three held-out prompts."""
+    model, _ = embedded
+    for ids, expected in cases:
+        assert specnb.speculative(model, embedded_head, ids, gamma=gamma,
+                                  max_new_tokens=MAX_NEW).tokens == [expected]
+    batch = specnb.speculative(model, embedded_head, [ids for ids, _ in cases], gamma=gamma,
+                               max_new_tokens=MAX_NEW)
+    assert batch.tokens == [expected for _, expected in cases]
+    assert batch.stats.accepted > 0
 
 
 @pytest.mark.parametrize("method", ["speculative", "early_exit", "prompt_lookup", "jacobi"])

@@ -50,7 +50,6 @@ class Drafter:
     """Base class: subclasses implement `start`, `propose`, `update`, `select_rows`."""
 
     feature_layers: tuple = ()  # target hidden states this drafter reads (indices), none by default
-    uses_model_forwards = False  # True when proposing costs forwards that stats should count
 
     def start(self, target, prompts: list, pending: torch.Tensor, *, eos_ids: set,
               features: torch.Tensor | None = None) -> None:
@@ -75,10 +74,16 @@ class Drafter:
     def select_rows(self, keep: torch.Tensor) -> None:
         raise NotImplementedError
 
+    # A drafter that runs a network keeps it in `self.lm` (a `BatchedCachedLM`). Its drafting
+    # forwards are counted without the `fill_forwards` that fed it the prompts: ĉ divides
+    # draft time by draft forwards.
+    lm = None
+    fill_forwards = 0
+
     @property
     def num_forwards(self) -> int:
-        return 0
+        return self.lm.num_forwards - self.fill_forwards if self.lm is not None else 0
 
     @property
     def forward_seconds(self) -> float:
-        return 0.0
+        return sum(self.lm.log.seconds[self.fill_forwards:]) if self.lm is not None else 0.0

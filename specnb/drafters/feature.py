@@ -24,7 +24,6 @@ from ..core.sampler import draw, logits_to_probs
 from .base import Drafter, Proposal, Step
 from .head import FeatureHead, HeadConfig
 
-
 def right_align(values: torch.Tensor, counts: torch.Tensor):
     """Per row, its first `counts[b]` columns of `values [A, W, ...]`, right-aligned in a
     `[A, max(counts), ...]` block; returns (block, valid). Example: [[1, 2, 3], [4, 5, 6]] with
@@ -39,11 +38,8 @@ def right_align(values: torch.Tensor, counts: torch.Tensor):
     gathered = values.gather(1, index.expand(-1, -1, *values.shape[2:]))
     return gathered, valid
 
-
 class FeatureDrafter(Drafter):
     """Wrap a `FeatureHead` as a drafter for its target."""
-
-    uses_model_forwards = True
 
     def __init__(self, head: FeatureHead):
         if not isinstance(head, FeatureHead):
@@ -90,6 +86,7 @@ class FeatureDrafter(Drafter):
     # ---- the contract ----------------------------------------------------------------------
     def start(self, target, prompts, pending, *, eos_ids, features=None) -> None:
         self.lm = BatchedCachedLM(self.head, 0)
+        self.eos = torch.tensor(sorted(eos_ids), dtype=torch.long, device=pending.device)
         self.own_entries, self.ready, self.fill_forwards = 0, features is not None, 0
         if not self.ready:  # one-token prompts: no features yet, nothing to draft from
             return
@@ -117,6 +114,8 @@ class FeatureDrafter(Drafter):
         vocab = self.head.config.target_vocab_size
         draft_to_target = self.head.draft_to_target
         ids, probs = [], []
+        stopped = torch.zeros(rows, dtype=torch.bool, device=device)  # drafted an EOS
+        num_drafts = torch.zeros(rows, dtype=torch.long, device=device)
         if not self.ready:
             width = 0
         else:
@@ -131,12 +130,14 @@ class FeatureDrafter(Drafter):
             ids.append(draft_to_target[draw(q, temperature, generator=generator)])
             # q over the target's vocabulary: zero outside the draft vocabulary.
             probs.append(q.new_zeros(rows, vocab).scatter_(1, draft_to_target.expand(rows, -1), q))
+            num_drafts += (~stopped & (j < max_drafts)).long()  # nothing after an EOS counts
+            stopped |= torch.isin(ids[-1], self.eos)
         self.own_entries = max(0, width - 1)
         if not ids:
             return Proposal(torch.zeros(rows, 0, dtype=torch.long, device=device),
                             torch.zeros(rows, dtype=torch.long, device=device),
                             torch.zeros(rows, 0, vocab, device=device))
-        return Proposal(torch.stack(ids, 1), max_drafts.clone(), torch.stack(probs, 1))
+        return Proposal(torch.stack(ids, 1), num_drafts, torch.stack(probs, 1))
 
     def update(self, step: Step) -> None:
         if self.own_entries:
@@ -155,13 +156,3 @@ class FeatureDrafter(Drafter):
         self.lm.select_rows(keep)
         if self.ready:
             self.next_hidden, self.next_logits = self.next_hidden[keep], self.next_logits[keep]
-
-    # Drafting forwards only: the one that filled the cache with the prompts is not a draft
-    # step (ĉ divides draft time by draft forwards).
-    @property
-    def num_forwards(self) -> int:
-        return self.lm.num_forwards - self.fill_forwards if self.lm else 0
-
-    @property
-    def forward_seconds(self) -> float:
-        return sum(self.lm.log.seconds[self.fill_forwards:]) if self.lm else 0.0

@@ -19,7 +19,6 @@ from ..core.batch_kv import BatchedCachedLM
 from ..core.sampler import draw, logits_to_probs
 from .base import Drafter, Proposal, Step
 
-
 def pad_token_id(model) -> int:
     """The id fed in padding slots (never attended to, so any valid id works)."""
     for config in (getattr(model, "generation_config", None), model.config):
@@ -28,11 +27,8 @@ def pad_token_id(model) -> int:
             return value
     return 0
 
-
 class ModelDrafter(Drafter):
     """Wrap a causal LM that shares the target's vocabulary as a drafter."""
-
-    uses_model_forwards = True
 
     def __init__(self, model):
         if not hasattr(model, "get_output_embeddings") or not hasattr(model, "config"):
@@ -84,7 +80,6 @@ class ModelDrafter(Drafter):
             # Nothing after an EOS can be emitted: stop once every row has drafted one.
             if j + 1 < width and bool(stopped.all()):
                 break
-        self.width = len(ids)
         return Proposal(torch.stack(ids, 1), num_drafts, torch.stack(probs, 1))
 
     def update(self, step: Step) -> None:
@@ -106,13 +101,3 @@ class ModelDrafter(Drafter):
         self.lm.select_rows(keep)
         self.unseen, self.unseen_valid = self.unseen[keep], self.unseen_valid[keep]
         self.alive = self.alive[keep]
-
-    # Drafting forwards only: the one that filled the cache with the prompts is not a draft
-    # step (ĉ divides draft time by draft forwards).
-    @property
-    def num_forwards(self) -> int:
-        return self.lm.num_forwards - self.fill_forwards if self.lm else 0
-
-    @property
-    def forward_seconds(self) -> float:
-        return sum(self.lm.log.seconds[self.fill_forwards:]) if self.lm else 0.0
