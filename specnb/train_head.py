@@ -303,8 +303,8 @@ def evaluate(target, tokenizer, head, gamma: int, seed: int, max_new_tokens: int
                                  max_new_tokens=max_new_tokens,
                                  generator=torch.Generator(device=target.device).manual_seed(seed))
             print(f"T = {temperature:<4g} {name:<16} α̂ {estimate_alpha(result):.3f}  draft yield "
-                  f"{result.stats.draft_yield:.3f}  tokens per target forward "
-                  f"{result.stats.tokens_per_forward:.2f}")
+                  f"{result.stats.draft_yield:.3f}  tokens per row and iteration "
+                  f"{result.stats.new_tokens / len(result.trace):.2f}")
 
 
 def init_head(config: HeadConfig, target, draft_to_target, generator,
