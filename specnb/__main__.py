@@ -18,7 +18,7 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--prompts", type=int, default=4, help="first N prompts of eval.jsonl")
     parser.add_argument("--max-new-tokens", type=int, default=128)
-    parser.add_argument("--gamma", type=int, default=2,
+    parser.add_argument("--gamma", type=int, default=1,
                         help="drafts per iteration of the feature head")
     parser.add_argument("--draft-gamma", type=int, default=2,
                         help="drafts per iteration of the distilled draft model")
