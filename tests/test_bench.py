@@ -24,6 +24,7 @@ def bench_run(test):
 def record(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench") / "bench.json"
     bench.main(["--prompts", "3", "--max-new-tokens", "12", "--gammas", "2", "3",
+                "--head-gammas", "2",
                 "--warmup", "0", "--repeats", "1", "--num-pred", "4", "--block", "4",
                 "--device", "cpu", "--latency-counts", "1", "2", "--out", str(out)])
     assert out.with_suffix(".png").exists()
@@ -33,7 +34,8 @@ def record(tmp_path_factory):
 @pytest.fixture(scope="module")
 def sampled(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench") / "sampled.json"
-    bench.main(["--prompts", "2", "--max-new-tokens", "8", "--gammas", "2", "--temperature",
+    bench.main(["--prompts", "2", "--max-new-tokens", "8", "--gammas", "2", "--head-gammas", "2",
+                "--temperature",
                 "0.7", "--warmup", "0", "--repeats", "1", "--num-pred", "4", "--device", "cpu",
                 "--latency-counts", "--out", str(out)])
     return json.loads(out.read_text())
@@ -43,8 +45,8 @@ def sampled(tmp_path_factory):
 def test_record_has_every_method_and_identical_greedy_outputs(record):
     methods = {row["method"] for row in record["rows"]}
     assert methods == {"ours autoregressive", "ours speculative γ=2", "ours speculative γ=3",
-                       "ours prompt lookup k=4", "ours jacobi block=4", "HF generate",
-                       "HF assisted γ=2", "HF assisted γ=3", "HF assisted default",
+                       "ours feature head γ=2", "ours prompt lookup k=4", "ours jacobi block=4",
+                       "HF generate", "HF assisted γ=2", "HF assisted γ=3", "HF assisted default",
                        "HF prompt lookup k=4"}
     assert all(row["identical"] for row in record["rows"]), "greedy outputs must all agree"
     assert all(row["new_tokens"] == 12 or row["new_tokens"] < 12 for row in record["rows"])
@@ -73,6 +75,7 @@ def test_peer_of():
     assert bench.peer_of("ours speculative γ=4") == "HF assisted γ=4"
     assert bench.peer_of("ours prompt lookup k=10") == "HF prompt lookup k=10"
     assert bench.peer_of("ours autoregressive") == "HF generate"
+    assert bench.peer_of("ours feature head γ=2") == "HF assisted γ=2"
     assert bench.peer_of("ours jacobi block=8") is None and bench.peer_of("HF generate") is None
 
 
@@ -104,9 +107,9 @@ def test_summary_ratios_are_consistent(record):
 def test_sampled_mode(sampled):
     """T > 0: every method but Jacobi (greedy only) runs; outputs are not compared."""
     methods = {row["method"] for row in sampled["rows"]}
-    assert methods == {"ours autoregressive", "ours speculative γ=2", "ours prompt lookup k=4",
-                       "HF generate", "HF assisted γ=2", "HF assisted default",
-                       "HF prompt lookup k=4"}
+    assert methods == {"ours autoregressive", "ours speculative γ=2", "ours feature head γ=2",
+                       "ours prompt lookup k=4", "HF generate", "HF assisted γ=2",
+                       "HF assisted default", "HF prompt lookup k=4"}
     assert all(row["identical"] is None for row in sampled["rows"])
     assert all(1 <= row["new_tokens"] <= 8 for row in sampled["rows"])
     assert sampled["settings"]["temperature"] == 0.7 and sampled["forward_latency"] is None
