@@ -12,6 +12,6 @@ def test_make_run_prints_every_method_alone_and_batched(capsys):
           "--block", "3"])
     out = capsys.readouterr().out
     table = [line for line in out.splitlines() if "greedy" not in line and " yes" in line]
-    assert len(table) == 2 * 4 and " NO" not in out  # 2 prompts × 4 methods, all equal to AR
+    assert len(table) == 2 * 5 and " NO" not in out  # 2 prompts × 5 methods, all equal to AR
     batched = [line for line in out.splitlines() if "tok/s batched" in line]
-    assert len(batched) == 3 and all(line.endswith("rows = AR greedy: 2/2") for line in batched)
+    assert len(batched) == 4 and all(line.endswith("rows = AR greedy: 2/2") for line in batched)
