@@ -107,6 +107,15 @@ def verify(target_probs, draft_probs, draft_token_ids, bonus_token_ids, *, num_d
                    coin_accepts=coin_accepts, p_of_draft=p_of_draft, q_of_draft=q_of_draft)
 
 
+def _distinct(tensor: torch.Tensor) -> torch.Tensor:
+    """The tensor without its broadcast copies (dims of stride 0 cut to size 1): checking
+    `p.expand(N, γ, V)` reads V numbers, not N·γ·V."""
+    for dim, (size, stride) in enumerate(zip(tensor.shape, tensor.stride())):
+        if stride == 0 and size > 1:
+            tensor = tensor.narrow(dim, 0, 1)
+    return tensor
+
+
 def _check_inputs(target_probs, draft_probs, draft_token_ids, bonus_token_ids,
                   num_drafts=None) -> None:
     """Strict checks; each failure names the argument and what it should be."""
@@ -144,6 +153,7 @@ def _check_inputs(target_probs, draft_probs, draft_token_ids, bonus_token_ids,
     for name, probs in (("target_probs", target_probs), ("draft_probs", draft_probs)):
         if probs is None:
             continue
+        probs = _distinct(probs)
         if not torch.isfinite(probs).all():
             raise ValueError(f"{name} contains NaN or infinite values")
         if (probs < 0).any():
