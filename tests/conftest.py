@@ -55,3 +55,16 @@ def embedded():
 def embedded_draft():
     """The distilled draft shipped in data/draft, as float32 on the CPU."""
     return specnb.pairs.load_embedded_draft(device="cpu", dtype=torch.float32)
+
+
+@pytest.fixture
+def offline_hub(monkeypatch):
+    """The Hub as CI sees it, without waiting for network timeouts.
+
+    huggingface_hub reads HF_HUB_OFFLINE once at import, so the environment variable alone
+    comes too late; the module constant is patched as well.
+    """
+    import huggingface_hub.constants
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)

@@ -83,7 +83,6 @@ def test_greedy_equals_hf_generate(embedded, embedded_draft, cases, method):
         assert result.tokens == [expected]
 
 
-def test_unknown_model_points_to_the_default(monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+def test_unknown_model_points_to_the_default(offline_hub):
     with pytest.raises(ValueError, match="load_model\\(\\) with no argument"):
         load_model("no-such-org/no-such-model")

@@ -167,8 +167,11 @@ def test_result_names_never_collide_with_the_cpu_records(device, budget, tag):
 def test_make_target_needs_no_venv_when_python_is_given():
     if shutil.which("make") is None:
         pytest.skip("make is not installed")
-    done = subprocess.run(["make", "-n", "gpu-check", "PY=python3", "DEVICE=cpu"], cwd=ROOT,
-                          capture_output=True, text=True, check=True)
+    # Under `make test` the parent make's variables would make this one print "Entering directory".
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    done = subprocess.run(["make", "--no-print-directory", "-n", "gpu-check", "PY=python3",
+                           "DEVICE=cpu"], cwd=ROOT, env=env, capture_output=True, text=True,
+                          check=True)
     assert done.stdout.strip() == "python3 scripts/gpu_check.py --device cpu --budget full"
 
 

@@ -57,8 +57,7 @@ def test_registry_and_unknown_names():
         load_pair("gpt-5/gpt-4")
 
 
-def test_named_pair_offline_points_to_the_default(monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+def test_named_pair_offline_points_to_the_default(offline_hub):
     with pytest.raises(ValueError, match="no argument"):
         load_pair("llama-160m")
 
