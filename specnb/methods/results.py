@@ -38,6 +38,7 @@ class Iteration:
     info: dict = field(default_factory=dict)  # method-specific: n-gram source, Jacobi guesses
     row: int = 0  # which prompt of the batch
     step: int = 0  # which loop step (0 is the prompt's forward)
+    gamma: int | None = None  # the γ this row's schedule asked for (before budget caps)
 
 
 @dataclass

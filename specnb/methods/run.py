@@ -6,6 +6,7 @@ that fills the trace, dropping finished rows from every cache, and the final res
 algorithm itself lives in `specnb.methods.speculative.speculate`.
 """
 
+import math
 import time
 from contextlib import contextmanager
 
@@ -21,8 +22,12 @@ class Run:
     """State of one batched generation, from the prompts' fill to the result."""
 
     def __init__(self, target, drafter, prompts, *, max_new_tokens, temperature, generator,
-                 eos_ids):
+                 eos_ids, schedule, verify, draft_max_len=None, disable_by_batch_size=None):
         self.drafter, self.temperature, self.generator = drafter, temperature, generator
+        # verify: the acceptance rule (exact `verify` or `typical_verify`, parameters bound).
+        self.schedule, self.verify = schedule, verify
+        self.draft_max_len, self.disable_by_batch_size = draft_max_len, disable_by_batch_size
+        schedule.start(len(prompts))
         self.eos_ids, self.max_new_tokens = eos_ids, max_new_tokens
         layers = drafter.feature_layers
         self.target_lm = BatchedCachedLM(target, pad_token_id(target), feature_layers=layers)
@@ -51,13 +56,21 @@ class Run:
         yield
         self.clock[name] = time.perf_counter() - start
 
-    def draft_budget(self, gamma: int) -> torch.Tensor:
-        """Per row: at most γ, at most the remaining budget − 1 (the target adds one token),
-        and what the drafter's own context allows."""
+    def draft_budget(self) -> torch.Tensor:
+        """Per row: the schedule's γ, at most the remaining budget − 1 (the target adds one
+        token), and what the drafter's context (or `draft_max_len`) allows: a row past it
+        continues without drafts. No row drafts while `disable_by_batch_size` rows or more run."""
         lengths = [self.lengths[r] for r in self.row_ids]
+        self.gammas = self.schedule.gammas(self.row_ids)
+        if self.disable_by_batch_size is not None and \
+                len(self.row_ids) >= self.disable_by_batch_size:
+            self.gammas = [0] * len(self.row_ids)
         caps = self.drafter.max_drafts(lengths)
+        if self.draft_max_len is not None:  # a draft at position L - 1 + j needs L - 1 + j < max
+            caps = [min(self.draft_max_len - length + 1, math.inf if cap is None else cap)
+                    for length, cap in zip(lengths, caps)]
         budget = [min(gamma, self.max_new_tokens - self.counts[r] - 1, gamma if cap is None else cap)
-                  for r, cap in zip(self.row_ids, caps)]
+                  for gamma, r, cap in zip(self.gammas, self.row_ids, caps)]
         self.budget = [max(0, b) for b in budget]
         return torch.tensor(self.budget, dtype=torch.long, device=self.device)
 
@@ -74,7 +87,7 @@ class Run:
             verdict.p_of_draft.double(), verdict.accept_probs.double(), overlap.double(),
             self.out.finished[self.rows].double().unsqueeze(1)], 1).tolist()
         self.step += 1
-        emitted_rows = []
+        emitted_rows, drafted_counts, accepted_counts = [], [], []
         for i, values in enumerate(summary):
             num_drafts, num_accepted, num_kept = (int(v) for v in values[:3])
             tokens = [int(t) for t in values[3:3 + width + 1]]
@@ -93,13 +106,16 @@ class Run:
                 drafted=drafted, emitted=[EmittedToken(t, k) for t, k in zip(emitted, kinds)],
                 draft_s=self.clock.get("draft", 0.0), target_s=self.target_lm.log.seconds[-1],
                 verify_s=self.clock.get("verify", 0.0), row=row, step=self.step,
-                info=proposal.info[i] if proposal.info else {}))
+                info=proposal.info[i] if proposal.info else {}, gamma=self.gammas[i]))
             self.counts[row] += num_kept
             self.lengths[row] += num_kept
             self.stats.drafted += num_drafts
             self.stats.accepted += num_accepted
             self.finished[row] = bool(values[-1])
             emitted_rows.append(emitted)
+            drafted_counts.append(num_drafts)
+            accepted_counts.append(num_accepted)
+        self.schedule.update(self.row_ids, drafted_counts, accepted_counts)
         return Step(verdict.tokens, verdict.num_accepted, emitted_rows, self.target_lm.features,
                     width)
 

@@ -8,20 +8,25 @@ Each emitted token is distributed exactly as the target would have produced it.
 
 import torch
 
+from functools import partial
+
 from ..core.sampler import draw, logits_to_probs
+from ..core.typical import POSTERIOR_ALPHA, POSTERIOR_THRESHOLD, check_typical_parameters, \
+    typical_verify
 from ..core.verify import verify
 from ..drafters import Drafter, ModelDrafter
 from .inputs import check_int, check_same_vocab, check_temperature, eos_token_ids, prompt_list
 from .results import GenerationResult
 from .run import Run
+from .schedules import as_schedule
 
 
-def speculate(run: Run, gamma: int) -> None:
+def speculate(run: Run) -> None:
     """Algorithm 1 for the rows of `run` until each has hit EOS or its budget."""
     while run.drop_finished():
-        # 1. Draft: up to k_b <= γ tokens per row (fewer near the end of its budget).
+        # 1. Draft: up to k_b <= γ_b tokens per row (the row's schedule, its budget, context).
         with run.timer("draft"):
-            max_drafts = run.draft_budget(gamma)  # [A]
+            max_drafts = run.draft_budget()  # [A]
             proposal = run.drafter.propose(max_drafts, width=max(run.budget),
                                            temperature=run.temperature, generator=run.generator)
         width = proposal.token_ids.shape[1]  # K
@@ -36,9 +41,10 @@ def speculate(run: Run, gamma: int) -> None:
             at_bonus = proposal.num_drafts.view(-1, 1, 1).expand(-1, 1, target_probs.shape[-1])
             bonus = draw(target_probs.gather(1, at_bonus).squeeze(1), run.temperature,
                          generator=run.generator)  # [A]
-            verdict = verify(target_probs[:, :width], proposal.probs, proposal.token_ids,
-                             bonus.unsqueeze(1), num_drafts=proposal.num_drafts,
-                             generator=run.generator, check=False)
+            #    (`run.verify` is the acceptance rule: exact `verify`, or lossy `typical_verify`.)
+            verdict = run.verify(target_probs[:, :width], proposal.probs, proposal.token_ids,
+                                 bonus.unsqueeze(1), num_drafts=proposal.num_drafts,
+                                 generator=run.generator, check=False)
 
             # 4. Roll back: the target forgets each row's rejected (and padding) drafts.
             run.target_lm.rollback(width - verdict.num_accepted)
@@ -52,21 +58,42 @@ def speculate(run: Run, gamma: int) -> None:
 
 
 def generate(target, drafter, input_ids, *, gamma, max_new_tokens, temperature, generator,
-             eos_token_id, attention_mask, method) -> GenerationResult:
+             eos_token_id, attention_mask, method, acceptance="exact",
+             posterior_threshold=POSTERIOR_THRESHOLD, posterior_alpha=POSTERIOR_ALPHA,
+             draft_max_len=None, disable_by_batch_size=None) -> GenerationResult:
     """Check the inputs, run the loop, restore the caller's model modes, return the result."""
     temperature = check_temperature(temperature)
+    schedule = as_schedule(gamma)
+    rule = acceptance_rule(acceptance, posterior_threshold, posterior_alpha)
+    if draft_max_len is not None:
+        draft_max_len = check_int("draft_max_len", draft_max_len, 1)
+    if disable_by_batch_size is not None:
+        disable_by_batch_size = check_int("disable_by_batch_size", disable_by_batch_size, 1)
     prompts, max_new_tokens = prompt_list(target, input_ids, attention_mask, max_new_tokens)
     models = [target] + ([drafter.model] if isinstance(drafter, ModelDrafter) else [])
     modes = [model.training for model in models]
     try:
         run = Run(target, drafter, prompts, max_new_tokens=max_new_tokens,
                   temperature=temperature, generator=generator,
-                  eos_ids=eos_token_ids(target, eos_token_id))
-        speculate(run, gamma)
+                  eos_ids=eos_token_ids(target, eos_token_id), schedule=schedule, verify=rule,
+                  draft_max_len=draft_max_len, disable_by_batch_size=disable_by_batch_size)
+        speculate(run)
         return run.result(method)
     finally:
         for model, training in zip(models, modes):
             model.train(training)
+
+
+def acceptance_rule(acceptance, posterior_threshold, posterior_alpha):
+    """"exact" (rejection sampling: the target's law) or "typical" (lossy, see core.typical)."""
+    if acceptance == "exact":
+        return verify
+    if acceptance == "typical":
+        check_typical_parameters(posterior_threshold, posterior_alpha)
+        return partial(typical_verify, posterior_threshold=posterior_threshold,
+                       posterior_alpha=posterior_alpha)
+    raise ValueError(f"acceptance must be 'exact' (the target's law) or 'typical' (lossy, "
+                     f"Medusa's rule), got {acceptance!r}")
 
 
 def as_drafter(target, drafter) -> Drafter:
@@ -81,15 +108,26 @@ def as_drafter(target, drafter) -> Drafter:
 
 
 def speculative(target, draft, input_ids, *, gamma, max_new_tokens, temperature=0.0,
-                generator=None, eos_token_id=None, attention_mask=None) -> GenerationResult:
+                generator=None, eos_token_id=None, attention_mask=None, acceptance="exact",
+                posterior_threshold=POSTERIOR_THRESHOLD, posterior_alpha=POSTERIOR_ALPHA,
+                draft_max_len=None, disable_by_batch_size=None) -> GenerationResult:
     """Speculative decoding of `target`, `draft` proposing up to `gamma` tokens per iteration.
 
     `draft` is a drafter (`specnb.drafters`) or a causal LM sharing the target's vocabulary.
     `input_ids` is one prompt or a batch (see `specnb.methods.inputs`); rows run together, each
     accepting its own number of drafts.
+
+    - `gamma`: an int, "heuristic" (transformers' schedule) or a `GammaSchedule`
+      (`specnb.methods.schedules`, e.g. `CostAwareGamma`); each row adapts on its own.
+    - `acceptance`: "exact" (default: every token has the target's law) or "typical"
+      (Medusa's lossy rule with `posterior_threshold`, `posterior_alpha`; greedy-exact at T = 0).
+    - `draft_max_len`: rows longer than this stop drafting and continue one target token per
+      iteration (a draft model's own context limit applies anyway).
+    - `disable_by_batch_size`: while this many rows or more are running, nothing is drafted.
     """
-    gamma = check_int("gamma", gamma, 0)
     return generate(target, as_drafter(target, draft), input_ids, gamma=gamma,
                     max_new_tokens=max_new_tokens, temperature=temperature, generator=generator,
                     eos_token_id=eos_token_id, attention_mask=attention_mask,
-                    method="speculative")
+                    method="speculative", acceptance=acceptance,
+                    posterior_threshold=posterior_threshold, posterior_alpha=posterior_alpha,
+                    draft_max_len=draft_max_len, disable_by_batch_size=disable_by_batch_size)

@@ -1,0 +1,245 @@
+"""Typical acceptance, skipping and disabling speculation, dynamic γ (issue "Relaxing and adapting").
+
+The shape of the vLLM/aphrodite spec-decode e2e suite on tiny random models: greedy output
+equals transformers' `generate(do_sample=False)` under every setting; typical acceptance at
+T = 1 is shown *not* to sample from p, next to the exact rule passing the same χ² test.
+"""
+
+import pytest
+import torch
+
+import specnb
+from specnb.core import verify
+from specnb.core.typical import typical_threshold, typical_verify
+from specnb.methods.schedules import CostAwareGamma, FixedGamma, HeuristicGamma, as_schedule
+from specnb.stats import chi2_pvalue
+from test_batched import eos_hit_at_different_iterations, hf_batched_greedy, ragged_prompts
+from tiny_models import perturbed, tiny_llama
+
+MAX_NEW = 24
+P_MIN = 1e-3
+
+
+@pytest.fixture(scope="module")
+def pair():
+    target = tiny_llama(41)
+    return target, perturbed(target, 42, 0.1)
+
+
+@pytest.fixture(scope="module")
+def batch8(pair):
+    prompts = ragged_prompts(8, 7)
+    return prompts, hf_batched_greedy(pair[0], prompts, MAX_NEW)
+
+
+# --- typical acceptance -------------------------------------------------------------------
+
+@pytest.mark.parametrize("gamma", [1, 2, 3])
+def test_typical_acceptance_is_greedy_exact_alone_and_batched(pair, batch8, gamma):
+    target, draft = pair
+    prompts, expected = batch8
+    alone = specnb.speculative(target, draft, prompts[0], gamma=gamma, max_new_tokens=MAX_NEW,
+                               acceptance="typical")
+    assert alone.tokens == [expected[0]]
+    batched = specnb.speculative(target, draft, prompts, gamma=gamma, max_new_tokens=MAX_NEW,
+                                 acceptance="typical")
+    assert batched.tokens == expected
+    statuses = {d.status for it in batched.trace for d in it.drafted}
+    assert {"accepted", "rejected"} <= statuses  # both branches of the rule ran
+
+
+def typical_law(p, q, **parameters):
+    """The enumerated law of the first token emitted by typical acceptance at γ = 1."""
+    passes = p > typical_threshold(p, **parameters)
+    law = torch.where(passes, q, torch.zeros_like(q))
+    law[p.argmax()] += q[~passes].sum()
+    return law
+
+
+# p and q where the rule must differ from p: every token clears the bar (H(p) = 1.03, bar
+# 0.09), so the first token simply follows q, and TV(q, p) = 0.5 − 1/3.
+P_CASE = torch.tensor([0.5, 0.3, 0.2])
+Q_CASE = torch.full((3,), 1 / 3)
+ROWS = 20_000
+
+
+def first_tokens(verify_fn, p, q, seed):
+    generator = torch.Generator().manual_seed(seed)
+    ids = torch.multinomial(q, ROWS, replacement=True, generator=generator).view(ROWS, 1)
+    bonus = torch.multinomial(p, ROWS, replacement=True, generator=generator).view(ROWS, 1)
+    verdict = verify_fn(p.expand(ROWS, 1, -1), q.expand(ROWS, 1, -1), ids, bonus,
+                        generator=generator)
+    return verdict.tokens[:, 0]
+
+
+def test_typical_acceptance_at_t1_is_not_exact_and_exact_acceptance_is():
+    law = typical_law(P_CASE, Q_CASE)
+    tv = 0.5 * (law - P_CASE).abs().sum().item()
+    assert tv > 0.15  # the stated bound: here the rule's law is q, 0.167 away from p
+    typical = first_tokens(typical_verify, P_CASE, Q_CASE, 0)
+    assert chi2_pvalue(typical, law) > P_MIN  # its samples follow the enumerated law ...
+    assert chi2_pvalue(typical, P_CASE) < P_MIN  # ... which the χ² test tells apart from p
+    assert chi2_pvalue(first_tokens(verify, P_CASE, Q_CASE, 0), P_CASE) > P_MIN
+
+
+def test_typical_rule_by_hand():
+    """Confident p: only tokens above 0.09 pass; a rejection emits the argmax, not a draw."""
+    p = torch.tensor([[[0.85, 0.1, 0.05], [0.85, 0.1, 0.05]]])
+    bar = typical_threshold(p[0, 0])
+    assert float(bar) == pytest.approx(0.09)  # 0.3·exp(−H) = 0.18 > 0.09
+    verdict = typical_verify(p, None, torch.tensor([[1, 2]]), torch.tensor([[2]]))
+    assert verdict.tokens.tolist() == [[1, 0, -1]]  # 0.1 passes, 0.05 fails -> argmax 0
+    uniform = torch.full((4,), 0.25)
+    assert float(typical_threshold(uniform)) == pytest.approx(0.075)  # 0.3 / 4
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"acceptance": "lossy"}, "acceptance"),
+    ({"acceptance": "typical", "posterior_threshold": 0}, "posterior_threshold"),
+    ({"acceptance": "typical", "posterior_alpha": 1.5}, "posterior_alpha"),
+    ({"acceptance": "typical", "posterior_alpha": True}, "posterior_alpha"),
+])
+def test_bad_acceptance_settings(pair, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        specnb.speculative(*pair, torch.tensor([[1, 2, 3]]), gamma=2, max_new_tokens=4, **kwargs)
+
+
+# --- skipping past the draft's context ----------------------------------------------------
+
+def test_rows_past_the_drafts_context_continue_without_drafts(pair, batch8):
+    target, _ = pair
+    prompts, expected = batch8
+    short = perturbed(target, 42, 0.1)
+    short.config.max_position_embeddings = 22  # shorter than prompt + generation for every row
+    result = specnb.speculative(target, short, prompts, gamma=3, max_new_tokens=MAX_NEW)
+    assert result.tokens == expected
+    assert_some_rows_skip_while_others_draft(result, prompts, limit=22)
+
+
+def test_draft_max_len_skips_rows_as_the_drafts_context_does(pair, batch8):
+    target, draft = pair
+    prompts, expected = batch8
+    result = specnb.speculative(target, draft, prompts, gamma=3, max_new_tokens=MAX_NEW,
+                                draft_max_len=22)
+    assert result.tokens == expected
+    assert_some_rows_skip_while_others_draft(result, prompts, limit=22)
+    alone = specnb.speculative(target, draft, prompts[0], gamma=3, max_new_tokens=MAX_NEW,
+                               draft_max_len=prompts[0].shape[1])  # skips at once, still runs
+    assert alone.tokens == [expected[0]] and alone.stats.drafted <= 1
+
+
+def assert_some_rows_skip_while_others_draft(result, prompts, limit):
+    lengths = [p.shape[1] for p in prompts]
+    skipped_steps = drafting_steps = 0
+    for row, length in enumerate(lengths):
+        for it in result.row(row).trace:
+            if length > limit:
+                assert not it.drafted  # past the limit: one target token per iteration
+            length += len(it.emitted)
+    for step in {it.step for it in result.trace}:
+        rows = [it for it in result.trace if it.step == step]
+        skipped_steps += any(not it.drafted for it in rows) and any(it.drafted for it in rows)
+        drafting_steps += all(it.drafted for it in rows)
+    assert skipped_steps > 0  # some rows skipped while others drafted in the same step
+
+
+# --- disabling speculation by batch size --------------------------------------------------
+
+def test_disable_by_batch_size_above_and_below_the_threshold(pair, batch8):
+    target, draft = pair
+    prompts, expected = batch8
+    off = specnb.speculative(target, draft, prompts, gamma=3, max_new_tokens=MAX_NEW,
+                             disable_by_batch_size=8)
+    assert off.tokens == expected and off.stats.draft_forwards == 0
+    on = specnb.speculative(target, draft, prompts, gamma=3, max_new_tokens=MAX_NEW,
+                            disable_by_batch_size=9)
+    assert on.tokens == expected and on.stats.draft_forwards > 0
+
+
+def test_disabled_batch_drafts_again_once_rows_finish(pair):
+    """Rows hit EOS at different steps, so the batch crosses the threshold mid-run."""
+    target, draft = pair
+    prompts = ragged_prompts(8, 11)
+    eos = eos_hit_at_different_iterations(target, prompts)
+    expected = hf_batched_greedy(target, prompts, MAX_NEW, eos_token_id=eos)
+    result = specnb.speculative(target, draft, prompts, gamma=3, max_new_tokens=MAX_NEW,
+                                disable_by_batch_size=5, eos_token_id=eos)
+    assert result.tokens == expected
+    running = {}
+    for it in result.trace:
+        running.setdefault(it.step, []).append(it)
+    for step, rows in running.items():
+        if len(rows) >= 5:
+            assert all(not it.drafted and it.gamma == 0 for it in rows)
+    assert any(len(rows) < 5 and any(it.drafted for it in rows) for rows in running.values())
+
+
+# --- dynamic γ ----------------------------------------------------------------------------
+
+def cost_aware():
+    return CostAwareGamma(0.1, {1: 1.0, 2: 1.1, 4: 1.3, 8: 1.9}, maximum=8)
+
+
+@pytest.mark.parametrize("schedule", ["heuristic", "cost-aware"])
+def test_dynamic_gamma_is_greedy_exact_and_varies_per_row(pair, batch8, schedule):
+    target, draft = pair
+    prompts, expected = batch8
+    gamma = "heuristic" if schedule == "heuristic" else cost_aware()
+    alone = specnb.speculative(target, draft, prompts[0], gamma=gamma, max_new_tokens=MAX_NEW)
+    assert alone.tokens == [expected[0]]
+    result = specnb.speculative(target, draft, prompts, gamma=gamma, max_new_tokens=MAX_NEW)
+    assert result.tokens == expected
+    per_row = [[it.gamma for it in result.row(b).trace] for b in range(len(prompts))]
+    assert any(len(set(g)) > 1 for g in per_row)  # γ moved during a row's generation
+    assert len({tuple(g) for g in per_row}) > 1  # and rows moved differently
+
+
+def test_heuristic_follows_transformers_rule():
+    schedule = HeuristicGamma(initial=5)
+    schedule.start(2)
+    schedule.update([0, 1], [5, 5], [5, 2])  # row 0 all accepted: +2; row 1 not: −1
+    assert schedule.gammas([0, 1]) == [7, 4]
+    for _ in range(6):
+        schedule.update([1], [4], [0])
+    assert schedule.gammas([1]) == [1]  # never below 1
+    schedule.update([0], [0], [0])  # nothing drafted: no evidence, no change
+    assert schedule.gammas([0]) == [7]
+
+
+def test_cost_aware_gamma_picks_the_formulas_best():
+    schedule = cost_aware()
+    schedule.start(1)
+    assert schedule.best_gamma(0.95) > schedule.best_gamma(0.5) >= schedule.best_gamma(0.05)
+    assert schedule.best_gamma(0.05) == 1  # the floor that keeps α̂ learning
+    expensive = CostAwareGamma(0.1, {1: 1.0, 2: 1.6, 3: 2.0}, maximum=8)
+    assert expensive.best_gamma(0.8) < schedule.best_gamma(0.8)  # costly checking, shorter γ
+    assert schedule.block_cost(3) == pytest.approx(1.2) and schedule.block_cost(10) > 1.9
+    schedule.update([0], [4], [1])  # accepted 1, rejected the 2nd: 2 verified positions
+    assert schedule.alpha(0) == pytest.approx((1 + 2) / (2 + 4))
+
+
+@pytest.mark.parametrize("gamma, message", [("fast", "heuristic"), (2.0, "gamma"),
+                                            (True, "gamma"), (-1, "gamma")])
+def test_bad_gamma(pair, gamma, message):
+    with pytest.raises(ValueError, match=message):
+        specnb.speculative(*pair, torch.tensor([[1, 2, 3]]), gamma=gamma, max_new_tokens=4)
+
+
+def test_schedules_are_taken_as_given():
+    assert as_schedule(3).gammas([0, 1]) == [3, 3]
+    fixed = FixedGamma(2)
+    assert as_schedule(fixed) is fixed
+    with pytest.raises(ValueError, match="checking"):
+        CostAwareGamma(0.1, {2: 1.3})
+
+
+# --- exact acceptance: the e2e suite's γ and batch sizes ------------------------------------
+
+@pytest.mark.parametrize("batch", [1, 8, 32])
+@pytest.mark.parametrize("gamma", [1, 2, 3, 4, 5, 6, 7, 8, 9, 63])
+def test_exact_acceptance_greedy_for_the_e2e_gammas_and_batches(pair, gamma, batch):
+    target, draft = pair
+    prompts = ragged_prompts(batch, 1000 + batch)
+    expected = hf_batched_greedy(target, prompts, 16)
+    assert specnb.speculative(target, draft, prompts, gamma=gamma, max_new_tokens=16).tokens \
+        == expected
