@@ -19,6 +19,7 @@ collect files or write feedback: nbgrader does that for instructors who want it.
 
 import argparse
 import copy
+import os
 import pathlib
 import re
 import sys
@@ -188,6 +189,39 @@ def grade(paths, source_dir=SOURCE_DIR, timeout=600, executed_dir=None, stream=s
     return results
 
 
+def check_args(parser, args) -> None:
+    """Refuse a missing source, submission or timeout, or an unwritable output folder, with an
+    argparse message (exit 2) before any notebook is written or executed."""
+    if not args.source.is_dir() or not any(args.source.glob("*.ipynb")):
+        parser.error(f"--source {args.source}: no folder of source notebooks (*.ipynb) there")
+    if args.command == "release":
+        check_out_folder(parser, "--out", args.out)
+        return
+    if args.timeout < 1:
+        parser.error(f"--timeout must be >= 1 second, got {args.timeout}")
+    names = {p.name for p in args.source.glob("*.ipynb")}
+    for path in map(pathlib.Path, args.submissions):
+        if not path.exists():
+            parser.error(f"submission {path}: no such file or folder")
+        if path.is_file() and path.name not in names:
+            parser.error(f"submission {path}: no source notebook of that name in {args.source} "
+                         f"(expected one of {sorted(names)})")
+    if args.executed is not None:
+        check_out_folder(parser, "--executed", args.executed)
+
+
+def check_out_folder(parser, flag: str, path: pathlib.Path) -> None:
+    """An output folder must be a folder, or creatable inside a writable one. (The training
+    commands have the same check; this module keeps its own so that it imports no torch.)"""
+    if path.exists() and not path.is_dir():
+        parser.error(f"{flag} {path} exists and is not a folder")
+    parent = path
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK):
+        parser.error(f"{flag} {path}: cannot write there ({parent} is not a writable folder)")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m specnb.assignments", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -204,6 +238,7 @@ def main(argv=None) -> int:
     grade_parser.add_argument("--executed", type=pathlib.Path, default=None,
                               help="also save each executed notebook here (full error messages)")
     args = parser.parse_args(argv)
+    check_args(parser, args)
     if args.command == "release":
         for path in release(args.source, args.out):
             print(f"wrote {path}")

@@ -89,6 +89,53 @@ def embedded_checkpoint() -> Path:
     return checkpoint
 
 
+def as_device(device) -> torch.device:
+    """`device` as a torch.device that exists here; None means cuda when available, else cpu."""
+    if device is None:
+        return default_device()
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError) as error:
+        raise ValueError(f"device must be 'cpu', 'cuda', 'cuda:N' or a torch.device, got "
+                         f"{device!r}") from error
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {device} asked for, but no CUDA GPU is available; use 'cpu'")
+    if device.type == "cuda" and device.index is not None \
+            and device.index >= torch.cuda.device_count():
+        raise ValueError(f"device {device}: only {torch.cuda.device_count()} CUDA GPU(s) here")
+    return device
+
+
+def as_dtype(dtype, device: torch.device) -> torch.dtype:
+    """A floating torch.dtype (or its name, "bfloat16"); None: the device's default."""
+    if dtype is None:
+        return default_dtype(device)
+    found = getattr(torch, dtype, None) if isinstance(dtype, str) else dtype
+    if not isinstance(found, torch.dtype) or not found.is_floating_point:
+        raise ValueError(f"dtype must be a floating torch.dtype such as torch.float32 or "
+                         f"'bfloat16', got {dtype!r}")
+    return found
+
+
+def model_source(name_or_path):
+    """A Hub id as it is, or a local folder that holds a saved model (checked here, offline)."""
+    if not isinstance(name_or_path, (str, os.PathLike)):
+        raise ValueError(f"name_or_path must be a Hub id ('org/name'), a folder or None (the "
+                         f"embedded model), got {type(name_or_path).__name__}")
+    path = Path(name_or_path).expanduser()
+    looks_local = isinstance(name_or_path, os.PathLike) or path.exists() or \
+        str(name_or_path).startswith(("/", ".", "~"))
+    if not looks_local:
+        return name_or_path
+    if not path.is_dir():
+        raise ValueError(f"no model folder at {path}; pass a folder written by save_pretrained "
+                         f"(config.json, weights, tokenizer files) or a Hub id 'org/name'")
+    if not (path / "config.json").exists():
+        raise ValueError(f"{path} holds no saved model: config.json is missing (a saved model has "
+                         f"config.json, *.safetensors weights and tokenizer files)")
+    return path
+
+
 def load_model(name_or_path=None, *, device=None, dtype=None):
     """Return `(model, tokenizer)`: the embedded default when no name is given.
 
@@ -96,9 +143,9 @@ def load_model(name_or_path=None, *, device=None, dtype=None):
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    device = torch.device(device) if device is not None else default_device()
-    dtype = dtype or default_dtype(device)
-    source = embedded_checkpoint() if name_or_path is None else name_or_path
+    device = as_device(device)
+    dtype = as_dtype(dtype, device)
+    source = embedded_checkpoint() if name_or_path is None else model_source(name_or_path)
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)
         model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype)
@@ -113,6 +160,12 @@ def load_model(name_or_path=None, *, device=None, dtype=None):
 
 def chat_ids(tokenizer, prompt: str, device=None) -> torch.Tensor:
     """The chat-formatted prompt as a `[1, L]` LongTensor, ready for generation."""
+    if not isinstance(prompt, str):
+        raise ValueError(f"prompt must be a str (the user's message), got "
+                         f"{type(prompt).__name__}; for several prompts, call chat_ids once each")
+    if not callable(getattr(tokenizer, "apply_chat_template", None)):
+        raise ValueError(f"tokenizer must be a transformers tokenizer (from load_model), got "
+                         f"{type(tokenizer).__name__}")
     encoded = tokenizer.apply_chat_template([{"role": "user", "content": prompt}],
                                             add_generation_prompt=True, return_tensors="pt")
     ids = encoded if isinstance(encoded, torch.Tensor) else encoded["input_ids"]

@@ -70,6 +70,9 @@ def load_pair(name=None, *, device=None, dtype=None):
     "embedded-distilled": the embedded target and the distilled draft model; a name of `PAIRS`:
     a Hub pair (needs internet).
     """
+    if name is not None and not isinstance(name, str):
+        raise ValueError(f"name must be a pair name (str) or None, got {type(name).__name__}; "
+                         f"choose one of {sorted(PAIRS)} or {list(EMBEDDED)}")
     if name is None or name in EMBEDDED:
         target, tokenizer = load_model(device=device, dtype=dtype)
         if name == "embedded-distilled":

@@ -20,6 +20,7 @@ defaults are the ones that produced the shipped draft."""
 import argparse
 import json
 import math
+import os
 import platform
 import sys
 import time
@@ -189,8 +190,48 @@ def heldout_agreement(target, drafts: list, prompt_ids: list, *, eos_id: int,
     return scores
 
 
+def check_args(parser, args) -> None:
+    """Refuse bad flags and output paths with an argparse message (exit 2) before any model is
+    loaded: a zero would otherwise end hours later in a ZeroDivisionError."""
+    for name in ("hidden", "layers", "heads", "epochs", "batch_size", "max_new_tokens", "top_k"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if args.hidden % args.heads or (args.hidden // args.heads) % 2:
+        parser.error(f"--hidden ({args.hidden}) must be --heads ({args.heads}) times an even "
+                     f"head size (rotary embeddings rotate pairs)")
+    if args.limit is not None and args.limit < 1:
+        parser.error(f"--limit must be >= 1, got {args.limit}")
+    if args.samples < 0:
+        parser.error(f"--samples must be >= 0, got {args.samples}")
+    if not 0 < args.lr < math.inf:
+        parser.error(f"--lr must be a finite number > 0, got {args.lr}")
+    for name in ("kd_weight", "prompt_weight"):
+        if not 0 <= getattr(args, name) < math.inf:
+            parser.error(f"--{name.replace('_', '-')} must be a finite number >= 0, got "
+                         f"{getattr(args, name)}")
+    if args.samples and not 0 < args.temperature < math.inf:
+        parser.error(f"--temperature must be a finite number > 0 for sampled answers, got "
+                     f"{args.temperature}")
+    for path in args.evaluate or []:
+        if not (path / "config.json").exists():
+            parser.error(f"--evaluate {path}: no saved draft there (config.json missing)")
+    check_out_folder(parser, "--out", args.out)
+
+
+def check_out_folder(parser, flag: str, path: Path) -> None:
+    """An output folder must be a folder, or creatable inside a writable one."""
+    if path.exists() and not path.is_dir():
+        parser.error(f"{flag} {path} exists and is not a folder")
+    parent = path
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK):
+        parser.error(f"{flag} {path}: cannot write there ({parent} is not a writable folder)")
+
+
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m specnb.train_draft",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--hidden", type=int, default=160)
     parser.add_argument("--layers", type=int, default=4)
@@ -214,15 +255,15 @@ def main(argv=None) -> None:
     parser.add_argument("--evaluate", type=Path, nargs="+", metavar="DRAFT",
                         help="only print the held-out agreement of these saved drafts")
     args = parser.parse_args(argv)
-    if args.samples < 0:
-        parser.error(f"--samples must be >= 0, got {args.samples}")
-    if args.samples and args.temperature <= 0:
-        parser.error(f"--temperature must be > 0 for sampled answers, got {args.temperature}")
+    check_args(parser, args)
 
     started = time.perf_counter()
     generator = torch.Generator().manual_seed(args.seed)
     torch.manual_seed(args.seed)  # dropout-free model; this only pins library-internal draws
     target, tokenizer = load_model()
+    if args.top_k > target.config.vocab_size:  # known once the target is here; no work done yet
+        parser.error(f"--top-k must be <= the vocabulary ({target.config.vocab_size}), got "
+                     f"{args.top_k}")
     heldout = [chat_ids(tokenizer, p["prompt"])[0] for p in load_prompts("eval")]
     if args.evaluate:
         drafts = [AutoModelForCausalLM.from_pretrained(path, dtype=target.dtype).to(target.device)

@@ -35,6 +35,7 @@ from .drafters.feature import FeatureDrafter
 from .drafters.head import FeatureHead, HeadConfig
 from .head_data import FEATURE_LAYERS, build_rounds, data_dir, generate_with_features
 from .models import chat_ids, load_model
+from .train_draft import check_out_folder
 
 DEFAULT_OUT = DATA_DIR / "head"
 FINAL_STATE = 30  # hidden_states index of SmolLM2's final normed state (what its LM head reads)
@@ -173,7 +174,8 @@ def train(head, entries, heldout, *, epochs, batch_size, lr, steps, step_decay, 
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m specnb.train_head",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--rounds", type=int, default=6,
                         help="rounds of target answers: 1 greedy, then sampled (T cycles "
@@ -200,10 +202,13 @@ def main(argv=None) -> None:
             parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if args.limit is not None and args.limit < 1:
         parser.error(f"--limit must be >= 1, got {args.limit}")
-    if not (args.lr > 0 and 0 < args.step_decay <= 1):
-        parser.error("--lr must be > 0 and --step-decay in (0, 1]")
-    if args.out.exists() and not args.out.is_dir():
-        parser.error(f"--out {args.out} exists and is not a folder")
+    if not (0 < args.lr < math.inf and 0 < args.step_decay <= 1):
+        parser.error(f"--lr must be a finite number > 0 and --step-decay in (0, 1], got "
+                     f"{args.lr} and {args.step_decay}")
+    if not 0 <= args.regression_weight < math.inf:
+        parser.error(f"--regression-weight must be a finite number >= 0, got "
+                     f"{args.regression_weight}")
+    check_out_folder(parser, "--out", args.out)
 
     if args.evaluate is not None and not (args.evaluate / "config.json").exists():
         parser.error(f"--evaluate {args.evaluate}: no saved head there (config.json missing)")

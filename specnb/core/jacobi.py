@@ -11,6 +11,8 @@ Greedy only; the loop around the step (emitting, refilling the block) lives in `
 
 from dataclasses import dataclass
 
+from .args import check_in_vocab, token_ids
+
 
 @dataclass
 class JacobiStep:
@@ -36,7 +38,14 @@ def count_converged(old_guesses, new_guesses) -> int:
 
 def jacobi_step(model, prefix, guesses) -> JacobiStep:
     """Run `model` (a `CachedLM`) once on prefix + guesses and refresh every guess greedily."""
-    prefix, guesses = [int(t) for t in prefix], [int(t) for t in guesses]
+    if not callable(getattr(model, "logits", None)):
+        raise ValueError(f"model must be a specnb.core.CachedLM (wrap a transformers model: "
+                         f"CachedLM(model)), got {type(model).__name__}")
+    prefix, guesses = token_ids("prefix", prefix), token_ids("guesses", guesses)
+    vocab = getattr(model, "vocab_size", None)
+    if vocab is not None:  # the last guess is never fed, so the model would not catch it
+        check_in_vocab("prefix", prefix, vocab)
+        check_in_vocab("guesses", guesses, vocab)
     if not prefix:
         raise ValueError("prefix must hold at least one token")
     if not guesses:

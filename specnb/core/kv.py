@@ -11,6 +11,7 @@ Example: cached [5, 6, 7, 8], asked for [5, 6, 9] with keep=1 -> roll back 7, 8;
 
 import torch
 
+from .args import check_in_vocab, check_int, token_ids
 from .batch_kv import BatchedCachedLM
 from .timed import ForwardLog, TimedModel, crop_cache  # noqa: F401  (re-exported)
 
@@ -41,9 +42,11 @@ class CachedLM(BatchedCachedLM):
     @torch.inference_mode()
     def logits(self, sequence, keep: int = 1) -> torch.Tensor:
         """Logits `[1, keep, V]` predicting the token after each of the last `keep` positions."""
-        sequence = [int(t) for t in sequence]
+        sequence = token_ids("sequence", sequence)
+        check_in_vocab("sequence", sequence, self.vocab_size)
         length = len(sequence)
-        if not 1 <= keep <= length:
+        keep = check_int("keep", keep, 1)
+        if keep > length:
             raise ValueError(f"keep must be in [1, len(sequence)={length}], got {keep}")
         if self.max_positions is not None and length > self.max_positions:
             raise ValueError(

@@ -7,6 +7,8 @@ no draft model, no forward. This module only finds the draft; verifying it is `v
 
 from dataclasses import dataclass
 
+from .args import check_int, token_ids
+
 
 @dataclass
 class NgramDraft:
@@ -26,11 +28,10 @@ def ngram_lookup(tokens, *, n_max: int, n_min: int, k: int) -> NgramDraft:
 
     Example: [5, 6, 7, 5, 6] with n_max=n_min=2, k=2 -> draft [7, 5] copied from position 2.
     """
-    if not 1 <= n_min <= n_max:
-        raise ValueError(f"need 1 <= n_min <= n_max, got n_min={n_min}, n_max={n_max}")
-    if k < 0:
-        raise ValueError(f"k (number of tokens to draft) must be >= 0, got {k}")
-    tokens = [int(t) for t in tokens]
+    n_min = check_int("n_min", n_min, 1)
+    n_max = check_int("n_max", n_max, n_min)
+    k = check_int("k (number of tokens to draft)", k, 0)
+    tokens = token_ids("tokens", tokens)
     length = len(tokens)
     for n in range(min(n_max, length - 1), n_min - 1, -1):
         tail = tokens[length - n:]

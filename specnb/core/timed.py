@@ -34,9 +34,16 @@ class ForwardLog:
 
 
 class TimedModel:
-    """What the cache wrappers share: the model, its keyword names, and the log of forwards."""
+    """What the cache wrappers share: the model, its keyword names, and the log of forwards.
+
+    It switches the model to eval mode (dropout off: a cache of noisy keys would be useless);
+    the methods put the caller's mode back when they finish; direct users restore it.
+    """
 
     def __init__(self, model):
+        if not callable(getattr(model, "get_output_embeddings", None)):
+            raise ValueError(f"model must be a transformers causal LM (e.g. from "
+                             f"specnb.load_model), got {type(model).__name__}")
         self.model = model.eval()
         self.device = next(model.parameters()).device
         self.vocab_size = model.get_output_embeddings().weight.shape[0]

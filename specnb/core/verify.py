@@ -68,6 +68,9 @@ def verify(target_probs, draft_probs, draft_token_ids, bonus_token_ids, *, num_d
     """
     if check:
         _check_inputs(target_probs, draft_probs, draft_token_ids, bonus_token_ids, num_drafts)
+        if generator is not None and not isinstance(generator, torch.Generator):
+            raise ValueError(f"generator must be a torch.Generator or None, got "
+                             f"{type(generator).__name__}")
     batch, gamma, vocab = target_probs.shape
     device = target_probs.device
     if num_drafts is None:
@@ -119,6 +122,13 @@ def _distinct(tensor: torch.Tensor) -> torch.Tensor:
 def _check_inputs(target_probs, draft_probs, draft_token_ids, bonus_token_ids,
                   num_drafts=None) -> None:
     """Strict checks; each failure names the argument and what it should be."""
+    named = {"target_probs": target_probs, "draft_probs": draft_probs,
+             "draft_token_ids": draft_token_ids, "bonus_token_ids": bonus_token_ids,
+             "num_drafts": num_drafts}
+    for name, value in named.items():
+        if not isinstance(value, torch.Tensor) and not (
+                value is None and name in ("draft_probs", "num_drafts")):
+            raise ValueError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
     if target_probs.dim() != 3:
         raise ValueError(f"target_probs must be [B, γ, V], got shape {tuple(target_probs.shape)}")
     batch, gamma, vocab = target_probs.shape

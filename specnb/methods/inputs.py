@@ -6,31 +6,24 @@ All become one list of ids per row. Integers may be Python, NumPy or 0-d tensor 
 and floats are refused. Every failure is a `ValueError` that names the argument and the fix.
 """
 
-import math
 import numbers
+from collections.abc import Mapping
 
+import numpy as np
 import torch
 
+from ..core.args import check_int  # noqa: F401  (shared with core, re-exported)
 from ..core.sampler import check_temperature  # noqa: F401  (one check, re-exported)
 
 PROMPT_HELP = ("pass one prompt (a [1, L] LongTensor or a list of ids), a list of prompts, or "
                "input_ids [B, L] with attention_mask [B, L] (1 = token, 0 = padding)")
 
 
-def check_int(name: str, value, minimum: int) -> int:
-    """An integer >= minimum: 3, np.int64(3) and torch.tensor(3) pass; True, 3.0, None fail."""
-    if isinstance(value, torch.Tensor) and value.dim() == 0 and not value.is_floating_point() \
-            and value.dtype != torch.bool:
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r} "
-                         f"({type(value).__name__})")
-    if value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value}")
-    return int(value)
-
-
 def vocab_size(model) -> int:
+    """Rows of the model's output embedding; a clear error for anything that is not a causal LM."""
+    if not callable(getattr(model, "get_output_embeddings", None)):
+        raise ValueError(f"the model must be a transformers causal LM (e.g. from "
+                         f"specnb.load_model), got {type(model).__name__}")
     return model.get_output_embeddings().weight.shape[0]
 
 
@@ -69,6 +62,13 @@ def prompt_list(model, input_ids, attention_mask, max_new_tokens) -> tuple:
     Example: ids [[0, 5, 6], [7, 8, 9]] with mask [[0, 1, 1], [1, 1, 1]] -> [[5, 6], [7, 8, 9]].
     """
     max_new_tokens = check_int("max_new_tokens", max_new_tokens, 1)
+    if isinstance(input_ids, np.ndarray) and input_ids.dtype.kind in "iu":
+        input_ids = torch.from_numpy(input_ids)
+    if isinstance(input_ids, Mapping) and "input_ids" in input_ids:  # a tokenizer's whole output
+        raise ValueError("input_ids is a tokenizer's output; pass enc['input_ids'] (and "
+                         "attention_mask=enc['attention_mask'] for a padded batch)")
+    if isinstance(attention_mask, np.ndarray):
+        attention_mask = torch.from_numpy(attention_mask)
     if isinstance(input_ids, (list, tuple)):
         if attention_mask is not None:
             raise ValueError("attention_mask goes with an input_ids tensor, not a list of prompts")
@@ -78,6 +78,8 @@ def prompt_list(model, input_ids, attention_mask, max_new_tokens) -> tuple:
         else:
             prompts = [_as_id_list(p, i) for i, p in enumerate(input_ids)]
     elif isinstance(input_ids, torch.Tensor):
+        if input_ids.dim() in (1, 2) and _is_integer(input_ids):
+            input_ids = input_ids.long()  # int32 ids (and NumPy's) are ids too
         if input_ids.dtype != torch.long or input_ids.dim() not in (1, 2):
             raise ValueError(f"input_ids must be a LongTensor [L] or [B, L], got {input_ids.dtype} "
                              f"{list(input_ids.shape)}; {PROMPT_HELP}")
@@ -122,3 +124,7 @@ def _as_id_list(prompt, index: int) -> list:
             isinstance(t, numbers.Integral) and not isinstance(t, bool) for t in prompt):
         raise ValueError(f"prompt {index} must be a list of int ids; {PROMPT_HELP}")
     return [int(t) for t in prompt]
+
+
+def _is_integer(tensor: torch.Tensor) -> bool:
+    return not tensor.is_floating_point() and not tensor.is_complex() and tensor.dtype != torch.bool

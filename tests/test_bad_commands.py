@@ -1,0 +1,165 @@
+"""Bad flags and output paths end each command with an argparse message and exit code 2,
+before any model is loaded or any work is done (issue #15, class 7).
+
+The table: one row per bad command line, with the fragment of the message. Rows run `main`
+in this process with every loader and worker replaced by a tripwire, which proves "before any
+model or work"; one row per command also runs it as `python -m` in a subprocess (exit code 2
+for real; each costs the few seconds of importing specnb).
+"""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from specnb import assignments, bench, train_draft, train_head
+
+HERE = Path(__file__)  # an existing file: a bad output folder, and a path under it
+FOLDER = HERE.parent  # an existing folder holding no notebooks and no saved model
+UNDER_A_FILE = str(HERE / "x" / "out.json")
+SUBMISSION = Path(assignments.SOURCE_DIR) / "03_ngram_lookup.ipynb"
+MODULES = {"bench": bench, "train_draft": train_draft, "train_head": train_head,
+           "assignments": assignments}
+
+ROWS = [
+    # bench
+    ("bench", ["--repeats", "0"], "--repeats must be >= 1"),
+    ("bench", ["--warmup", "-1"], "--warmup must be >= 0"),
+    ("bench", ["--max-new-tokens", "0"], "--max-new-tokens must be >= 1"),
+    ("bench", ["--num-pred", "-1"], "--num-pred must be >= 0"),
+    ("bench", ["--ngram-max", "0"], "--ngram-max must be >= 1"),
+    ("bench", ["--block", "0"], "--block must be >= 1"),
+    ("bench", ["--prompts", "-1"], "--prompts must be >= 0"),
+    ("bench", ["--temperature", "-1"], "--temperature"),
+    ("bench", ["--temperature", "nan"], "--temperature"),
+    ("bench", ["--temperature", "inf"], "--temperature"),
+    ("bench", ["--gammas", "0", "2"], "--gammas takes integers >= 1"),
+    ("bench", ["--gammas"], "expected at least one argument"),
+    ("bench", ["--head-gammas", "-1"], "--head-gammas takes integers >= 0"),
+    ("bench", ["--latency-counts", "0"], "--latency-counts takes integers >= 1"),
+    ("bench", ["--methods", "speculative"], "match no method"),
+    ("bench", ["--methods", "ours specultive"], "match no method"),
+    ("bench", ["--device", "foo"], "--device"),
+    ("bench", ["--device", "cuda:99"], "cuda:99"),
+    ("bench", ["--dtype", "float64"], "invalid choice"),
+    ("bench", ["--group", "poems"], "invalid choice"),
+    ("bench", ["--repeats", "2.5"], "invalid int value"),
+    ("bench", ["--ids", "no-such-prompt"], "--ids"),
+    ("bench", ["--out", UNDER_A_FILE], "cannot write there"),
+    ("bench", ["--out", "/dev/null/x/bench.json"], "cannot write there"),
+    ("bench", ["--out", str(FOLDER)], "is a folder"),
+    ("bench", ["--no-such-flag"], "unrecognized arguments"),
+    # train_draft
+    ("train_draft", ["--epochs", "0"], "--epochs must be >= 1"),
+    ("train_draft", ["--batch-size", "0"], "--batch-size must be >= 1"),
+    ("train_draft", ["--limit", "0"], "--limit must be >= 1"),
+    ("train_draft", ["--hidden", "0"], "--hidden must be >= 1"),
+    ("train_draft", ["--layers", "0"], "--layers must be >= 1"),
+    ("train_draft", ["--heads", "0"], "--heads must be >= 1"),
+    ("train_draft", ["--hidden", "161"], "--heads (5) times an even head size"),
+    ("train_draft", ["--hidden", "25"], "--heads (5) times an even head size"),
+    ("train_draft", ["--max-new-tokens", "0"], "--max-new-tokens must be >= 1"),
+    ("train_draft", ["--top-k", "0"], "--top-k must be >= 1"),
+    ("train_draft", ["--samples", "-1"], "--samples must be >= 0"),
+    ("train_draft", ["--lr", "0"], "--lr must be a finite number > 0"),
+    ("train_draft", ["--lr", "inf"], "--lr must be a finite number > 0"),
+    ("train_draft", ["--kd-weight", "-1"], "--kd-weight must be a finite number >= 0"),
+    ("train_draft", ["--prompt-weight", "nan"], "--prompt-weight must be a finite number >= 0"),
+    ("train_draft", ["--temperature", "0"], "--temperature must be a finite number > 0"),
+    ("train_draft", ["--temperature", "nan"], "--temperature must be a finite number > 0"),
+    ("train_draft", ["--epochs", "1.5"], "invalid int value"),
+    ("train_draft", ["--evaluate", "/nonexistent/draft"], "no saved draft there"),
+    ("train_draft", ["--evaluate", str(FOLDER)], "no saved draft there"),
+    ("train_draft", ["--out", str(HERE)], "exists and is not a folder"),
+    ("train_draft", ["--out", UNDER_A_FILE], "cannot write there"),
+    # train_head
+    ("train_head", ["--rounds", "0"], "--rounds must be >= 1"),
+    ("train_head", ["--max-new-tokens", "0"], "--max-new-tokens must be >= 1"),
+    ("train_head", ["--draft-vocab", "0"], "--draft-vocab must be >= 1"),
+    ("train_head", ["--steps", "0"], "--steps must be >= 1"),
+    ("train_head", ["--epochs", "0"], "--epochs must be >= 1"),
+    ("train_head", ["--batch-size", "0"], "--batch-size must be >= 1"),
+    ("train_head", ["--limit", "0"], "--limit must be >= 1"),
+    ("train_head", ["--lr", "0"], "--lr must be a finite number > 0"),
+    ("train_head", ["--lr", "inf"], "--lr must be a finite number > 0"),
+    ("train_head", ["--step-decay", "0"], "--step-decay in (0, 1]"),
+    ("train_head", ["--step-decay", "1.5"], "--step-decay in (0, 1]"),
+    ("train_head", ["--regression-weight", "-1"], "--regression-weight must be"),
+    ("train_head", ["--regression-weight", "nan"], "--regression-weight must be"),
+    ("train_head", ["--evaluate", "/nonexistent/head"], "no saved head there"),
+    ("train_head", ["--out", str(HERE)], "exists and is not a folder"),
+    ("train_head", ["--out", UNDER_A_FILE], "cannot write there"),
+    # assignments
+    ("assignments", [], "required"),
+    ("assignments", ["grade"], "the following arguments are required"),
+    ("assignments", ["grade", "/nonexistent/nb.ipynb"], "no such file or folder"),
+    ("assignments", ["grade", str(HERE)], "no source notebook of that name"),
+    ("assignments", ["grade", str(SUBMISSION), "--timeout", "0"], "--timeout must be >= 1"),
+    ("assignments", ["grade", str(SUBMISSION), "--executed", str(HERE)],
+     "exists and is not a folder"),
+    ("assignments", ["--source", "/nonexistent", "release"], "no folder of source notebooks"),
+    ("assignments", ["--source", str(FOLDER), "release"], "no folder of source notebooks"),
+    ("assignments", ["release", "--out", str(HERE)], "exists and is not a folder"),
+    ("assignments", ["release", "--out", UNDER_A_FILE], "cannot write there"),
+]
+
+
+@pytest.fixture
+def tripwires(monkeypatch):
+    """Loading a model, running a benchmark or grading fails the test: nothing may start."""
+    def tripwire(*args, **kwargs):
+        raise AssertionError("work started before the command line was checked")
+    for module, names in ((bench, ["load_pair", "run"]), (train_draft, ["load_model"]),
+                          (train_head, ["load_model"]),
+                          (assignments, ["release", "grade", "grade_notebook"])):
+        for name in names:
+            monkeypatch.setattr(module, name, tripwire)
+
+
+@pytest.mark.parametrize("command,argv,fragment", [
+    pytest.param(c, a, f, id=f"{c} {' '.join(a)}") for c, a, f in ROWS])
+def test_bad_command_line_exits_2_before_any_work(tripwires, capsys, command, argv, fragment):
+    with pytest.raises(SystemExit) as exited:
+        MODULES[command].main(argv)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "error:" in err and fragment in err, err
+
+
+def test_train_draft_top_k_past_the_vocabulary_stops_before_any_answer(monkeypatch, capsys):
+    """The vocabulary is known once the target is loaded: checked there, before generating."""
+    target = SimpleNamespace(config=SimpleNamespace(vocab_size=100))
+    monkeypatch.setattr(train_draft, "load_model", lambda: (target, None))
+    monkeypatch.setattr(train_draft, "generate_answers", lambda *a, **k: pytest.fail("worked"))
+    with pytest.raises(SystemExit) as exited:
+        train_draft.main(["--top-k", "101"])
+    assert exited.value.code == 2 and "--top-k must be <= the vocabulary" in capsys.readouterr().err
+
+
+def test_bench_flags_checked_as_a_notebook_calls_them():
+    """Notebooks call parse_args([...]) and select_prompts: good flags pass, --ids is checked
+    by select_prompts (a ValueError), the command checks it up front (a row above)."""
+    args = bench.parse_args(["--ids", "sky-blue", "--methods", "ours feature", "HF assisted"])
+    assert [p["id"] for p in bench.select_prompts(args)] == ["sky-blue"]
+    with pytest.raises(ValueError, match="--ids"):
+        bench.select_prompts(bench.parse_args(["--ids", "no-such-prompt"]))
+
+
+SUBPROCESS_ROWS = [
+    ("specnb.bench", ["--repeats", "0"], "--repeats must be >= 1"),
+    ("specnb.train_draft", ["--epochs", "0"], "--epochs must be >= 1"),
+    ("specnb.train_head", ["--out", str(HERE)], "exists and is not a folder"),
+    ("specnb.assignments", ["grade", "/nonexistent/nb.ipynb"], "no such file or folder"),
+]
+
+
+@pytest.mark.parametrize("module,argv,fragment", [
+    pytest.param(m, a, f, id=f"python -m {m} {' '.join(a)}") for m, a, f in SUBPROCESS_ROWS])
+def test_the_real_command_exits_2(module, argv, fragment):
+    done = subprocess.run([sys.executable, "-m", module, *argv], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert f"python -m {module}: error:" in done.stderr and fragment in done.stderr
