@@ -5,8 +5,10 @@ with the feature head (`--head-gammas`), prompt lookup, Jacobi. Peers from trans
 same target and prompts: greedy `generate`, `generate(assistant_model=draft)` with the distilled
 draft at a constant γ (a like-for-like comparison) and with its default schedule, and
 `generate(prompt_lookup_num_tokens=k)`; "×best HF" compares with the fastest of those peers.
-`--methods` runs only the methods whose names start with the given prefixes. Each (method, prompt) is warmed up, then timed
-`--repeats` times (CUDA events on GPU); the median is reported with the spread. Greedy outputs
+`--acceptance exact typical` runs the drafting methods under each acceptance rule, and
+`--schedules fixed heuristic cost-aware` with fixed and dynamic γ (`specnb.methods.schedules`).
+`--methods` runs only the methods whose names start with the given prefixes. Each (method,
+prompt) is warmed up, then timed `--repeats` times (CUDA events on GPU); the median is reported with the spread. Greedy outputs
 are checked against our autoregressive tokens; speedups are ratios within this one run, against
 our autoregressive loop, HF greedy `generate` and each method's HF peer (`PEERS`). Target
 forwards of the HF peers are counted with a forward hook. The record also holds the forward
@@ -35,8 +37,9 @@ from tqdm.auto import tqdm
 from . import autoregressive, jacobi, prompt_lookup, speculative
 from .bench_latency import measure_forward_latency
 from .data import DATA_DIR, GROUPS, load_prompts
-from .models import chat_ids
+from .models import as_device, chat_ids
 from .pairs import load_embedded_head, load_pair
+from .methods.schedules import CostAwareGamma
 from .theory import estimate_alpha, estimate_cost_ratio, predicted_speedup
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -68,8 +71,9 @@ class Row:
     accepted: int = 0
     alpha_hat: float = float("nan")
     c_hat: float = float("nan")
-    gamma: int = 0
+    gamma: int | None = 0  # None: a dynamic schedule (see mean_gamma)
     identical: bool | None = None  # to our autoregressive output (greedy only)
+    mean_gamma: float = float("nan")  # γ the schedule asked for, mean over iterations
 
 
 def timed(function, repeats: int, device):
@@ -130,10 +134,11 @@ def hf_assisted(target, draft, pristine_config, ids, settings=None, **kwargs):
         draft.generation_config = own
 
 
-def methods(args, target, draft, head=None):
+def methods(args, target, draft, head=None, cost_aware=None):
     """name -> (gamma, function(ids, generator) returning our result or a `PeerResult`);
-    `draft` is the distilled draft model, `head` the feature drafter (None: not run)."""
-    table = all_methods(args, target, draft, head)
+    `draft` is the distilled draft model, `head` the feature drafter (None: not run);
+    `cost_aware`: drafter name ("head", "draft") -> its calibrated `CostAwareGamma`."""
+    table = all_methods(args, target, draft, head, cost_aware or {})
     if args.methods:
         table = {name: entry for name, entry in table.items()
                  if name == "ours autoregressive" or name == "HF generate"
@@ -141,18 +146,27 @@ def methods(args, target, draft, head=None):
     return table
 
 
-def all_methods(args, target, draft, head):
+def all_methods(args, target, draft, head, cost_aware):
     common = {"max_new_tokens": args.max_new_tokens}
     pristine = copy.deepcopy(draft.generation_config)
     sampled = {"temperature": args.temperature}
     table = {"ours autoregressive": (0, lambda ids, g: autoregressive(
         target, ids, **common, **sampled, generator=g))}
-    for gamma in args.head_gammas if head is not None else []:
-        table[f"ours feature head γ={gamma}"] = (gamma, lambda ids, g, gamma=gamma: speculative(
-            target, head, ids, gamma=gamma, **common, **sampled, generator=g))
-    for gamma in args.gammas:
-        table[f"ours speculative γ={gamma}"] = (gamma, lambda ids, g, gamma=gamma: speculative(
-            target, draft, ids, gamma=gamma, **common, **sampled, generator=g))
+    drafters = ([("feature head", "head", head, args.head_gammas)] if head is not None else []) \
+        + [("speculative", "draft", draft, args.gammas)]
+    for label, key, drafter, gammas in drafters:
+        # Fixed γ from the list, then the dynamic schedules; each under every acceptance rule.
+        choices = [(gamma, gamma) for gamma in gammas] if "fixed" in args.schedules else []
+        choices += [(name, "heuristic" if name == "heuristic" else cost_aware[key])
+                    for name in args.schedules if name != "fixed"]
+        for rule in args.acceptance:
+            suffix = "" if rule == "exact" else f" {rule}"
+            for name, gamma in choices:
+                table[f"ours {label} γ={name}{suffix}"] = (
+                    gamma if isinstance(gamma, int) else None,
+                    lambda ids, g, drafter=drafter, gamma=gamma, rule=rule: speculative(
+                        target, drafter, ids, gamma=gamma, acceptance=rule, **common, **sampled,
+                        generator=g))
     table[f"ours prompt lookup k={args.num_pred}"] = (args.num_pred, lambda ids, g: prompt_lookup(
         target, ids, num_pred=args.num_pred, ngram_max=args.ngram_max, **common, **sampled,
         generator=g))
@@ -172,6 +186,18 @@ def all_methods(args, target, draft, head):
         target, ids, **common, **sampled, generator=g, prompt_lookup_num_tokens=args.num_pred,
         max_matching_ngram_size=args.ngram_max))
     return table
+
+
+def calibrate_cost_aware(args, target, drafters, tokenizer, prompt, latency) -> dict:
+    """Per drafter, a `CostAwareGamma` from the measured latency curve and ĉ of one untimed
+    γ = 1 run on the first prompt (the schedule's inputs are measured, never typed in)."""
+    ids = chat_ids(tokenizer, prompt["prompt"], device=target.device)
+    calibrated = {}
+    for key, drafter in drafters.items():
+        if drafter is not None:
+            run = speculative(target, drafter, ids, gamma=1, max_new_tokens=args.max_new_tokens)
+            calibrated[key] = CostAwareGamma.from_latency(latency, run)
+    return calibrated
 
 
 def select_prompts(args) -> list:
@@ -201,7 +227,9 @@ def run(args, pair=None, progress: bool = True) -> dict:
     prompts = select_prompts(args)
     latency = measure_forward_latency(target, prefix_len=200, token_counts=args.latency_counts,
                                       repeats=5) if args.latency_counts else None
-    table = methods(args, target, draft, head)
+    cost_aware = calibrate_cost_aware(args, target, {"head": head, "draft": draft}, tokenizer,
+                                      prompts[0], latency) if "cost-aware" in args.schedules else {}
+    table = methods(args, target, draft, head, cost_aware)
     rows, generator = [], torch.Generator(device=device).manual_seed(args.seed)
     bar = tqdm(total=len(prompts) * len(table), desc="bench", disable=not progress)
     for prompt in prompts:
@@ -223,6 +251,8 @@ def run(args, pair=None, progress: bool = True) -> dict:
                 if stats.draft_forwards:
                     row.alpha_hat = estimate_alpha(result)
                     row.c_hat = estimate_cost_ratio(result, baseline)
+                asked = [it.gamma for it in result.trace if it.gamma is not None]
+                row.mean_gamma = statistics.mean(asked) if asked else float("nan")
             reference = reference if reference is not None else tokens
             row.new_tokens = len(tokens)
             row.identical = tokens == reference if args.temperature == 0 else None
@@ -269,7 +299,10 @@ def summarize(record: dict, group: str | None = None) -> list:
         hf = [t for n, t in total.items() if n.startswith("HF ")]
         line["speedup_vs_best_hf"] = min(hf) / total[name] if hf else float("nan")
         line["predicted"] = predicted_speedup(line["alpha_hat"], mine[0]["gamma"], line["c_hat"]) \
-            if alphas and costs else float("nan")
+            if alphas and costs and mine[0]["gamma"] is not None else float("nan")
+        gammas = [r["mean_gamma"] for r in mine if r.get("mean_gamma", float("nan")) == r.get(
+            "mean_gamma")]
+        line["mean_gamma"] = statistics.mean(gammas) if gammas else float("nan")
         line["measured_over_predicted"] = line["speedup_vs_ours_ar"] / line["predicted"]
         summary.append(line)
     return summary
@@ -301,8 +334,19 @@ def format_summary(summary: list) -> str:
     return "\n".join(lines)
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-    """The command line's settings; `parse_args([])` gives the defaults."""
+# What --methods prefixes can select (names in `all_methods` start with one of these).
+METHOD_STEMS = ("ours autoregressive", "ours feature head γ=", "ours speculative γ=",
+                "ours prompt lookup k=", "ours jacobi block=", "HF generate", "HF assisted γ=",
+                "HF assisted default", "HF prompt lookup k=")
+
+
+def parse_args(argv=None, *, check_prompts: bool = False) -> argparse.Namespace:
+    """The command line's settings; `parse_args([])` gives the defaults.
+
+    Every flag and the output path are checked here, before any model is loaded; a bad one
+    ends the command with an argparse message (exit 2). `check_prompts` also checks --ids
+    against the eval prompts (the command does; a notebook gets `select_prompts`' ValueError).
+    """
     parser = argparse.ArgumentParser(prog="python -m specnb.bench",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--max-new-tokens", type=int, default=128)
@@ -313,6 +357,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--methods", nargs="+", default=None, metavar="PREFIX",
                         help="run only methods starting with these, e.g. 'ours feature' 'HF "
                              "assisted' (ours autoregressive and HF generate always run)")
+    parser.add_argument("--acceptance", nargs="+", choices=["exact", "typical"],
+                        default=["exact"], help="acceptance rules for the drafting methods "
+                        "(typical: Medusa's lossy rule, vLLM's defaults)")
+    parser.add_argument("--schedules", nargs="+", choices=["fixed", "heuristic", "cost-aware"],
+                        default=["fixed"], help="γ choices: fixed (--gammas, --head-gammas), "
+                        "transformers' heuristic, cost-aware (needs --latency-counts with 1)")
     parser.add_argument("--num-pred", type=int, default=10)
     parser.add_argument("--ngram-max", type=int, default=3)
     parser.add_argument("--block", type=int, default=8)
@@ -340,20 +390,46 @@ def parse_args(argv=None) -> argparse.Namespace:
         if getattr(args, name) < minimum:
             parser.error(f"--{name.replace('_', '-')} must be >= {minimum}, "
                          f"got {getattr(args, name)}")
-    if any(g < 0 for g in args.gammas + args.head_gammas + args.latency_counts):
-        parser.error("--gammas, --head-gammas and --latency-counts take integers >= 0")
-    folder = args.out.parent
+    for name, values, minimum in (("gammas", args.gammas, 1), ("head-gammas", args.head_gammas, 0),
+                                  ("latency-counts", args.latency_counts, 1)):
+        if any(value < minimum for value in values):
+            parser.error(f"--{name} takes integers >= {minimum}, got {values}")
+    if "cost-aware" in args.schedules and 1 not in args.latency_counts:
+        parser.error("--schedules cost-aware reads the measured checking cost: --latency-counts "
+                     "must include 1")
+    unknown = [prefix for prefix in args.methods or [] if not any(
+        stem.startswith(prefix) or prefix.startswith(stem) for stem in METHOD_STEMS)]
+    if unknown:
+        parser.error(f"--methods {unknown} match no method; names start with one of "
+                     f"{list(METHOD_STEMS)}")
+    try:
+        as_device(args.device)
+    except ValueError as error:
+        parser.error(f"--device: {error}")
+    check_writable(parser, "--out", args.out)
+    if check_prompts:
+        try:
+            select_prompts(args)
+        except ValueError as error:
+            parser.error(str(error))
+    return args
+
+
+def check_writable(parser, flag: str, path: Path) -> None:
+    """Refuse an output file that cannot be written, before any work is done."""
+    folder = path.parent
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent
+    if path.is_dir():
+        parser.error(f"{flag} {path} is a folder; give a file name such as {path / 'bench.json'}")
     if not folder.is_dir() or not os.access(folder, os.W_OK):
-        parser.error(f"--out {args.out}: cannot write there ({folder} is not a writable folder)")
-    return args
+        parser.error(f"{flag} {path}: cannot write there ({folder} is not a writable folder)")
 
 
 def main(argv=None) -> None:
     from .viz.speedups import plot_speedups  # only for the PNG: measuring needs no viz
 
-    args = parse_args(argv)
+    args = parse_args(argv, check_prompts=True)
     start = time.perf_counter()
     record = run(args)
     record["wall_s"] = time.perf_counter() - start

@@ -82,6 +82,7 @@ def test_after_a_rejection_the_next_proposal_equals_one_from_scratch(setup):
     class Recording(FeatureDrafter):
         def update(self, step):
             super().update(step)
+            self.catch_up()  # what the next proposal starts from
             seen.append((step.num_accepted.tolist(), step.proposed_width,
                          self.next_logits.clone()))
 
@@ -140,3 +141,52 @@ def test_save_and_load_round_trip(setup, tmp_path):
     assert result.tokens == [alone[0]]
     with pytest.raises(ValueError, match="no feature head"):
         FeatureDrafter.from_pretrained(tmp_path / "missing", target)
+
+
+def test_steps_without_drafts_cost_the_head_nothing_and_it_catches_up_exactly(setup):
+    """γ = 0 steps (a disabled batch, a cost-aware schedule) feed the head nothing; the entries
+    wait and go in with the next proposal, which then equals one computed from scratch."""
+    from specnb.methods.schedules import GammaSchedule
+
+    target, prompts, alone = setup
+    drafter = random_head(target, seed=6)
+    caught_up = []
+
+    class EveryThird(GammaSchedule):
+        def start(self, num_rows):
+            self.calls = 0
+
+        def gammas(self, rows):
+            self.calls += 1
+            return [3 if self.calls % 3 == 0 else 0] * len(rows)
+
+    class Recording(FeatureDrafter):
+        updates = 0
+
+        def update(self, step):
+            super().update(step)
+            self.updates += 1
+
+        def catch_up(self):
+            waiting = self.unfed is not None
+            super().catch_up()
+            if waiting:
+                caught_up.append((self.updates, self.next_logits.clone()))
+
+    result = specnb.speculative(target, Recording(drafter.head), prompts[1], gamma=EveryThird(),
+                                max_new_tokens=MAX_NEW)
+    assert result.tokens == [alone[1]]
+    drafting_steps = sum(1 for it in result.trace if it.gamma and it.drafted)
+    assert len(result.trace) >= 3 * drafting_steps - 2  # two of three steps drafted nothing
+    # Per drafting step: one catch-up forward, then one per draft after the first.
+    assert len(caught_up) == drafting_steps >= 3
+    assert result.stats.draft_forwards <= 3 * drafting_steps
+    for updates, logits in caught_up:
+        sequence = list(prompts[1]) + [e.token for it in result.trace[:updates] for e in it.emitted]
+        fresh = FeatureDrafter(drafter.head)
+        fresh.start(target, [sequence], torch.tensor([sequence[-1]]), eos_ids=set(),
+                    features=target_features(target, sequence[:-1], drafter.feature_layers))
+        torch.testing.assert_close(fresh.next_logits, logits, atol=1e-4, rtol=1e-4)
+    disabled = specnb.speculative(target, drafter, prompts[:3], gamma=3, max_new_tokens=MAX_NEW,
+                                  disable_by_batch_size=3)
+    assert disabled.tokens == alone[:3] and disabled.stats.draft_forwards == 0

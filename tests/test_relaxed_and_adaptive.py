@@ -210,12 +210,24 @@ def test_cost_aware_gamma_picks_the_formulas_best():
     schedule = cost_aware()
     schedule.start(1)
     assert schedule.best_gamma(0.95) > schedule.best_gamma(0.5) >= schedule.best_gamma(0.05)
-    assert schedule.best_gamma(0.05) == 1  # the floor that keeps α̂ learning
+    assert schedule.best_gamma(0.05) == 0  # drafting does not pay: autoregressive is faster
     expensive = CostAwareGamma(0.1, {1: 1.0, 2: 1.6, 3: 2.0}, maximum=8)
     assert expensive.best_gamma(0.8) < schedule.best_gamma(0.8)  # costly checking, shorter γ
     assert schedule.block_cost(3) == pytest.approx(1.2) and schedule.block_cost(10) > 1.9
     schedule.update([0], [4], [1])  # accepted 1, rejected the 2nd: 2 verified positions
     assert schedule.alpha(0) == pytest.approx((1 + 2) / (2 + 4))
+
+
+def test_cost_aware_gamma_stops_drafting_where_it_does_not_pay_but_keeps_probing():
+    schedule = CostAwareGamma(0.1, {1: 1.0, 2: 1.6, 3: 2.0}, probe_every=4)
+    schedule.start(1)
+    for _ in range(10):
+        schedule.update([0], [1], [0])  # every draft rejected: α̂ falls towards 0
+    asked = []
+    for _ in range(8):
+        asked += schedule.gammas([0])
+        schedule.update([0], asked[-1:], [0])
+    assert asked == [0, 0, 0, 1, 0, 0, 0, 1]  # a probe every 4th iteration
 
 
 @pytest.mark.parametrize("gamma, message", [("fast", "heuristic"), (2.0, "gamma"),

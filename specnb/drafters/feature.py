@@ -4,10 +4,11 @@ The head keeps a KV cache of *entries*; entry t is built from the target's featu
 token x_{t+1}. With x_{m-1} the pending token (emitted, not yet fed to the target):
 
     known     entries 0..m-2 from true features; the last one's output gives q for draft 1
-    propose   draft 1 from that output; draft j >= 2 from a new entry (o_prev, d_{j-1})
+    propose   feed the true entries not yet fed (below); draft 1 from the last output;
+              draft j >= 2 from a new entry (o_prev, d_{j-1})
     update    the target scored [x_{m-1}, d1..dK]; row kept a drafts and then token y:
-              drop the K-1 entries built from the head's own outputs, feed the a+1 true
-              entries (F_{m-1..m-1+a}, [d1..da, y]); the last one's output gives the next q
+              drop the K-1 entries built from the head's own outputs; the a+1 true entries
+              (F_{m-1..m-1+a}, [d1..da, y]) wait to be fed with the next proposal
 
 So after a rejection the cache holds only entries built from the target's true features, and
 the next proposal equals one computed from scratch on the accepted prefix (a test checks it).
@@ -88,6 +89,7 @@ class FeatureDrafter(Drafter):
         self.lm = BatchedCachedLM(self.head, 0)
         self.eos = torch.tensor(sorted(eos_ids), dtype=torch.long, device=pending.device)
         self.own_entries, self.ready, self.fill_forwards = 0, features is not None, 0
+        self.unfed = None  # true entries not yet fed: (tokens, valid, features), right-aligned
         if not self.ready:  # one-token prompts: no features yet, nothing to draft from
             return
         device = pending.device
@@ -108,6 +110,16 @@ class FeatureDrafter(Drafter):
         self.next_hidden = out.hidden[rows, columns]  # [A, H]
         self.next_logits = self.head.logits(self.next_hidden)  # [A, Vd]
 
+    def catch_up(self) -> None:
+        """Feed the true entries that wait (one forward), so `next_logits` gives draft 1."""
+        if self.unfed is None:
+            return
+        tokens, valid, features = self.unfed
+        self.lm.forward(tokens, valid, features=features)
+        every = torch.arange(tokens.shape[0], device=tokens.device)
+        self._remember(every, torch.full_like(every, tokens.shape[1] - 1))
+        self.unfed, self.ready = None, True
+
     def propose(self, max_drafts, *, width, temperature, generator) -> Proposal:
         rows = max_drafts.shape[0]
         device = max_drafts.device
@@ -116,6 +128,8 @@ class FeatureDrafter(Drafter):
         ids, probs = [], []
         stopped = torch.zeros(rows, dtype=torch.bool, device=device)  # drafted an EOS
         num_drafts = torch.zeros(rows, dtype=torch.long, device=device)
+        if width > 0:
+            self.catch_up()
         if not self.ready:
             width = 0
         else:
@@ -127,7 +141,8 @@ class FeatureDrafter(Drafter):
                 hidden = self.lm.model_output.hidden[:, -1]
                 logits = out[:, -1]
             q = logits_to_probs(logits, temperature)  # [A, Vd]
-            ids.append(draft_to_target[draw(q, temperature, generator=generator)])
+            drawn = draw(q, temperature, generator=generator)  # -1 for a NaN row (GPU, lax)
+            ids.append(torch.where(drawn >= 0, draft_to_target[drawn.clamp_min(0)], -1))
             # q over the target's vocabulary: zero outside the draft vocabulary.
             probs.append(q.new_zeros(rows, vocab).scatter_(1, draft_to_target.expand(rows, -1), q))
             num_drafts += (~stopped & (j < max_drafts)).long()  # nothing after an EOS counts
@@ -147,12 +162,16 @@ class FeatureDrafter(Drafter):
         counts = step.num_accepted + 1  # kept drafts, then the next token
         tokens, valid = right_align(step.tokens, counts)
         features, _ = right_align(step.features, counts)
-        self.lm.forward(tokens.clamp_min(0), valid, features=features)
-        rows = torch.arange(tokens.shape[0], device=tokens.device)
-        self._remember(rows, torch.full_like(rows, tokens.shape[1] - 1))
-        self.ready = True
+        # Fed when drafting resumes, in one forward: steps without drafts (γ = 0, a disabled
+        # batch) cost the head nothing.
+        if self.unfed is not None:
+            tokens, valid, features = (torch.cat([old, new], 1) for old, new in
+                                       zip(self.unfed, (tokens, valid, features)))
+        self.unfed = (tokens.clamp_min(0), valid, features)
 
     def select_rows(self, keep) -> None:
         self.lm.select_rows(keep)
+        if self.unfed is not None:
+            self.unfed = tuple(part[keep] for part in self.unfed)
         if self.ready:
             self.next_hidden, self.next_logits = self.next_hidden[keep], self.next_logits[keep]

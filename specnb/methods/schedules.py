@@ -81,14 +81,15 @@ class CostAwareGamma(GammaSchedule):
     and including each block's first rejection (the i.i.d. acceptance of Thm 3.8). `checking`
     maps a number of scored tokens k to t(k)/t(1), the cost of checking k tokens in one target
     forward (measured: `specnb.bench_latency.measure_forward_latency`); between and beyond the
-    measured k it is interpolated linearly. `minimum` ≥ 1 keeps α̂ learning: a row that stopped
-    drafting would never see evidence that drafting pays again.
+    measured k it is interpolated linearly. When the formula says γ* = 0 (drafting does not
+    pay: autoregressive is faster), the row stops drafting but probes with γ = 1 every
+    `probe_every` iterations, so α̂ keeps learning and drafting resumes if it starts to pay.
     """
 
     name = "cost-aware"
 
-    def __init__(self, cost_ratio: float, checking: dict, *, minimum: int = 1, maximum: int = 8,
-                 prior_alpha: float = 0.5, prior_weight: float = 4.0):
+    def __init__(self, cost_ratio: float, checking: dict, *, minimum: int = 0, maximum: int = 8,
+                 probe_every: int = 8, prior_alpha: float = 0.5, prior_weight: float = 4.0):
         if isinstance(cost_ratio, bool) or not isinstance(cost_ratio, (int, float)) or \
                 not 0 <= cost_ratio < math.inf:
             raise ValueError(f"cost_ratio (draft forward / target forward) must be a number "
@@ -99,7 +100,8 @@ class CostAwareGamma(GammaSchedule):
                              f" e.g. {{1: 1.0, 2: 1.3, 4: 1.6}}; got {checking!r}")
         self.cost_ratio, self.checking = float(cost_ratio), dict(sorted(checking.items()))
         self.minimum = check_int("minimum", minimum, 0)
-        self.maximum = check_int("maximum", maximum, self.minimum)
+        self.maximum = check_int("maximum", maximum, max(self.minimum, 1))
+        self.probe_every = check_int("probe_every", probe_every, 1)
         if not 0 < prior_alpha < 1 or not prior_weight > 0:
             raise ValueError("prior_alpha must be in (0, 1) and prior_weight > 0")
         self.prior_alpha, self.prior_weight = prior_alpha, prior_weight
@@ -114,13 +116,21 @@ class CostAwareGamma(GammaSchedule):
         latency = measure_forward_latency(target, prefix_len=prefix_len,
                                           token_counts=list(range(1, max_tokens + 1)),
                                           repeats=repeats)
-        one = latency["median_ms"][0]
-        checking = {k: ms / one for k, ms in zip(latency["token_counts"], latency["median_ms"])}
+        return cls.from_latency(latency, drafter_run, **kwargs)
+
+    @classmethod
+    def from_latency(cls, latency: dict, drafter_run, **kwargs) -> "CostAwareGamma":
+        """From a latency record (`measure_forward_latency`: token_counts with 1, median_ms)
+        and a finished speculative run: ĉ = draft seconds per draft forward / t(1)."""
+        counts, median_ms = latency["token_counts"], latency["median_ms"]
+        if 1 not in counts:
+            raise ValueError("the latency record must include k = 1 (a one-token forward)")
+        one = median_ms[counts.index(1)]
         stats = drafter_run.stats
         if not stats.draft_forwards:
             raise ValueError("drafter_run made no draft forwards: run speculative with gamma >= 1")
         cost_ratio = (stats.draft_s / stats.draft_forwards) / (one / 1000)
-        return cls(cost_ratio, checking, **kwargs)
+        return cls(cost_ratio, {k: ms / one for k, ms in zip(counts, median_ms)}, **kwargs)
 
     def block_cost(self, k: int) -> float:
         """t(k)/t(1), linear between measured k and extended from the last two beyond them."""
@@ -134,10 +144,10 @@ class CostAwareGamma(GammaSchedule):
         return max(v0 + (v1 - v0) * (k - k0) / (k1 - k0), 1e-9)
 
     def initial_state(self):
-        return [0, 0]  # accepted, verified
+        return [0, 0, 0]  # accepted, verified, iterations since the row last drafted
 
     def alpha(self, row: int) -> float:
-        accepted, verified = self.state[row]
+        accepted, verified, _ = self.state[row]
         return (accepted + self.prior_alpha * self.prior_weight) / (verified + self.prior_weight)
 
     def best_gamma(self, alpha: float) -> int:
@@ -146,12 +156,19 @@ class CostAwareGamma(GammaSchedule):
                    (g * self.cost_ratio + self.block_cost(g + 1)))
 
     def gammas(self, rows):
-        return [self.best_gamma(self.alpha(r)) for r in rows]
+        chosen = []
+        for row in rows:
+            gamma = self.best_gamma(self.alpha(row))
+            if gamma == 0 and self.state[row][2] + 1 >= self.probe_every:
+                gamma = 1  # a probe: one draft, to see whether α̂ has changed
+            chosen.append(gamma)
+        return chosen
 
     def update(self, rows, num_drafts, num_accepted):
         for row, drafted, accepted in zip(rows, num_drafts, num_accepted):
             self.state[row][0] += accepted
             self.state[row][1] += min(drafted, accepted + 1)  # up to the first rejection
+            self.state[row][2] = 0 if drafted else self.state[row][2] + 1
 
 
 def as_schedule(gamma) -> GammaSchedule:

@@ -63,6 +63,9 @@ def generate(target, drafter, input_ids, *, gamma, max_new_tokens, temperature, 
              draft_max_len=None, disable_by_batch_size=None) -> GenerationResult:
     """Check the inputs, run the loop, restore the caller's model modes, return the result."""
     temperature = check_temperature(temperature)
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise ValueError(f"generator must be a torch.Generator or None, got "
+                         f"{type(generator).__name__}")
     schedule = as_schedule(gamma)
     rule = acceptance_rule(acceptance, posterior_threshold, posterior_alpha)
     if draft_max_len is not None:

@@ -36,9 +36,9 @@ def speculative_by_gamma(record: dict, group: str = "all") -> list:
     """[(γ, measured speedup, predicted speedup)] for our speculative rows, sorted by γ."""
     points = []
     for s in record["summary"][group]:
-        if s["method"].startswith("ours speculative γ="):
-            gamma = int(s["method"].split("=")[1])
-            points.append((gamma, s["speedup_vs_ours_ar"], s["predicted"]))
+        setting = s["method"].removeprefix("ours speculative γ=")
+        if setting != s["method"] and setting.isdigit():  # fixed γ, exact acceptance
+            points.append((int(setting), s["speedup_vs_ours_ar"], s["predicted"]))
     return sorted(points)
 
 
