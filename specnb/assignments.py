@@ -19,12 +19,13 @@ collect files or write feedback: nbgrader does that for instructors who want it.
 
 import argparse
 import copy
-import os
 import pathlib
 import re
 import sys
 
 import nbformat
+
+from .cli import check_out_folder
 
 SOURCE_DIR = pathlib.Path(__file__).resolve().parent.parent / "assignments" / "source"
 CODE_STUB = "# YOUR CODE HERE\nraise NotImplementedError()"
@@ -208,18 +209,6 @@ def check_args(parser, args) -> None:
                          f"(expected one of {sorted(names)})")
     if args.executed is not None:
         check_out_folder(parser, "--executed", args.executed)
-
-
-def check_out_folder(parser, flag: str, path: pathlib.Path) -> None:
-    """An output folder must be a folder, or creatable inside a writable one. (The training
-    commands have the same check; this module keeps its own so that it imports no torch.)"""
-    if path.exists() and not path.is_dir():
-        parser.error(f"{flag} {path} exists and is not a folder")
-    parent = path
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if not parent.is_dir() or not os.access(parent, os.W_OK):
-        parser.error(f"{flag} {path}: cannot write there ({parent} is not a writable folder)")
 
 
 def main(argv=None) -> int:

@@ -23,7 +23,6 @@ import argparse
 import copy
 import datetime
 import json
-import os
 import platform
 import statistics
 import time
@@ -36,10 +35,11 @@ from tqdm.auto import tqdm
 
 from . import autoregressive, jacobi, prompt_lookup, speculative
 from .bench_latency import measure_forward_latency
+from .cli import check_out_file
 from .data import DATA_DIR, GROUPS, load_prompts
 from .models import as_device, chat_ids
-from .pairs import load_embedded_head, load_pair
 from .methods.schedules import CostAwareGamma
+from .pairs import load_embedded_head, load_pair
 from .theory import estimate_alpha, estimate_cost_ratio, predicted_speedup
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -406,24 +406,13 @@ def parse_args(argv=None, *, check_prompts: bool = False) -> argparse.Namespace:
         as_device(args.device)
     except ValueError as error:
         parser.error(f"--device: {error}")
-    check_writable(parser, "--out", args.out)
+    check_out_file(parser, "--out", args.out)
     if check_prompts:
         try:
             select_prompts(args)
         except ValueError as error:
             parser.error(str(error))
     return args
-
-
-def check_writable(parser, flag: str, path: Path) -> None:
-    """Refuse an output file that cannot be written, before any work is done."""
-    folder = path.parent
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
-    if path.is_dir():
-        parser.error(f"{flag} {path} is a folder; give a file name such as {path / 'bench.json'}")
-    if not folder.is_dir() or not os.access(folder, os.W_OK):
-        parser.error(f"{flag} {path}: cannot write there ({folder} is not a writable folder)")
 
 
 def main(argv=None) -> None:

@@ -20,7 +20,6 @@ defaults are the ones that produced the shipped draft."""
 import argparse
 import json
 import math
-import os
 import platform
 import sys
 import time
@@ -30,6 +29,7 @@ import torch
 from tqdm.auto import tqdm
 from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
+from .cli import check_out_folder
 from .data import DATA_DIR, load_prompts
 from .methods import autoregressive
 from .models import cache_dir, chat_ids, load_model
@@ -216,17 +216,6 @@ def check_args(parser, args) -> None:
         if not (path / "config.json").exists():
             parser.error(f"--evaluate {path}: no saved draft there (config.json missing)")
     check_out_folder(parser, "--out", args.out)
-
-
-def check_out_folder(parser, flag: str, path: Path) -> None:
-    """An output folder must be a folder, or creatable inside a writable one."""
-    if path.exists() and not path.is_dir():
-        parser.error(f"{flag} {path} exists and is not a folder")
-    parent = path
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if not parent.is_dir() or not os.access(parent, os.W_OK):
-        parser.error(f"{flag} {path}: cannot write there ({parent} is not a writable folder)")
 
 
 def main(argv=None) -> None:

@@ -35,7 +35,7 @@ from .drafters.feature import FeatureDrafter
 from .drafters.head import FeatureHead, HeadConfig
 from .head_data import FEATURE_LAYERS, build_rounds, data_dir, generate_with_features
 from .models import chat_ids, load_model
-from .train_draft import check_out_folder
+from .cli import check_out_folder
 
 DEFAULT_OUT = DATA_DIR / "head"
 FINAL_STATE = 30  # hidden_states index of SmolLM2's final normed state (what its LM head reads)

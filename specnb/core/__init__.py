@@ -5,6 +5,7 @@ from .jacobi import JacobiStep, count_converged, jacobi_step
 from .kv import CachedLM, common_prefix_len, crop_cache
 from .ngram import NgramDraft, ngram_lookup
 from .sampler import check_temperature, draw, logits_to_probs, sample
+from .typical import typical_threshold, typical_verify
 from .verify import Verdict, accept_probability, acceptance_overlap, residual_distribution, \
     verify
 
@@ -12,5 +13,6 @@ __all__ = [
     "BatchedCachedLM", "CachedLM", "JacobiStep", "NgramDraft", "Verdict", "accept_probability",
     "acceptance_overlap",
     "check_temperature", "common_prefix_len", "count_converged", "crop_cache", "draw",
-    "jacobi_step", "logits_to_probs", "ngram_lookup", "residual_distribution", "sample", "verify",
+    "jacobi_step", "logits_to_probs", "ngram_lookup", "residual_distribution", "sample",
+    "typical_threshold", "typical_verify", "verify",
 ]

@@ -1,14 +1,16 @@
 """The decoding methods, each one call returning tokens, stats and a per-row trace.
 
 `speculative`, `prompt_lookup` and `autoregressive` are one loop (`speculative.speculate`) with
-different drafters; `jacobi` has its own fixed-point loop.
+different drafters; `jacobi` has its own fixed-point loop. `schedules` holds the γ schedules
+(`gamma="heuristic"`, `CostAwareGamma`).
 """
 
 from .autoregressive import autoregressive
 from .jacobi import jacobi
 from .prompt_lookup import prompt_lookup
 from .results import DraftedToken, EmittedToken, GenerationResult, Iteration, Stats
+from .schedules import CostAwareGamma, FixedGamma, GammaSchedule, HeuristicGamma
 from .speculative import speculate, speculative
 
-__all__ = ["DraftedToken", "EmittedToken", "GenerationResult", "Iteration", "Stats",
-           "autoregressive", "jacobi", "prompt_lookup", "speculate", "speculative"]
+__all__ = ["CostAwareGamma", "DraftedToken", "EmittedToken", "FixedGamma", "GammaSchedule",
+           "GenerationResult", "HeuristicGamma", "Iteration", "Stats", "autoregressive", "jacobi", "prompt_lookup", "speculate", "speculative"]
