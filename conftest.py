@@ -5,8 +5,10 @@
   through another fixture. Tests that load the embedded model another way (a command's `main`,
   `load_pair()` with no name) carry the marker themselves.
 - `slow` (over ~20 s on a 2-core CPU) is marked by hand where a test is defined.
+- `browser`: tests/test_browser.py, JupyterLab in headless Chromium (marked in that module).
 
-`make test` runs every tier; `make test-fast` deselects `embedded`, `notebooks` and `slow`.
+`make test` runs every tier; `make test-fast` deselects `embedded`, `notebooks`, `slow` and
+`browser`.
 This file lives at the root so it applies however pytest is pointed at tests/ or notebooks/.
 """
 

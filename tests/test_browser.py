@@ -1,0 +1,342 @@
+"""The widget notebooks in a real JupyterLab, in a real (headless) browser.
+
+nbval executes the notebooks' code but never renders a widget. This module starts JupyterLab on
+a free loopback port with throwaway settings (autosave off, so the tracked notebooks are never
+rewritten), opens every notebook that uses ipywidgets in Chromium through Playwright and, per
+notebook: Run → Run All Cells; waits until no prompt shows `[*]` and the kernel is idle; checks
+that no cell shows an error, no widget shows "Error displaying widget" and the browser logged
+no console error; then moves each slider with the arrow keys, clicks each `interact_manual`
+button and checks that the widget's output (its text and its image) changed. Screenshots of
+the key states go to `.ci/artifacts/browser/` (ignored by git; CI keeps it).
+
+It needs Chromium and the Python package playwright (`.ci/run` installs both when missing):
+
+    apt-get install -y chromium          # Debian/Ubuntu, as root (or: sudo apt-get ...)
+    .venv/bin/pip install -e '.[test]'   # playwright comes with the test extra
+
+Playwright's own browser download (`playwright install`) is not used: it needs the internet at
+test time. `SPECNB_CHROMIUM=/path/to/chrome` picks another Chromium build. Without either,
+every test here is skipped with that message, never silently.
+"""
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "notebooks"
+ARTIFACTS = ROOT / ".ci" / "artifacts" / "browser"
+INSTALL_HINT = ("install Chromium (`apt-get install -y chromium` as root on Debian/Ubuntu, which "
+                "`.ci/run` does, or set SPECNB_CHROMIUM=/path/to/chromium) and playwright "
+                "(`.venv/bin/pip install -e '.[test]'`, which `make test` does)")
+
+# A busy 2-core machine: one run of notebook 05 took 55 s, another stalled for minutes while a
+# benchmark ran. These bound a hang; a healthy run needs a fraction of them.
+SERVER_START_S = 120
+RUN_ALL_S = 600
+WIDGET_UPDATE_S = 180
+UI_S = 60
+
+pytestmark = [pytest.mark.browser, pytest.mark.embedded]
+
+
+def widget_notebooks() -> list[str]:
+    """Notebooks whose code imports ipywidgets (they are the ones a browser has to render)."""
+    names = []
+    for path in sorted(NOTEBOOKS.glob("*.ipynb")):
+        cells = json.loads(path.read_text())["cells"]
+        code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+        if re.search(r"^\s*(import ipywidgets|from ipywidgets import)", code, re.MULTILINE):
+            names.append(path.name)
+    return names
+
+
+def test_the_widget_notebooks_are_found():
+    assert {"03_deriving_the_acceptance_rule.ipynb", "05_speculative_decoding.ipynb",
+            "09_timing.ipynb"} <= set(widget_notebooks())
+
+
+# --- the browser and the server -------------------------------------------------------------
+
+def find_chromium() -> str | None:
+    override = os.environ.get("SPECNB_CHROMIUM")
+    if override:
+        return override if Path(override).exists() else None
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
+        if path := shutil.which(name):
+            return path
+    return None
+
+
+@pytest.fixture(scope="module")
+def browser():
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip(f"playwright is not installed: {INSTALL_HINT}")
+    chromium = find_chromium()
+    if chromium is None:
+        pytest.skip(f"no Chromium found (SPECNB_CHROMIUM={os.environ.get('SPECNB_CHROMIUM')}, "
+                    f"PATH): {INSTALL_HINT}")
+    args = ["--no-sandbox"] if os.geteuid() == 0 else []  # Chromium's sandbox refuses root
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, args=args)
+        yield browser
+        browser.close()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def write_settings(settings_dir: Path) -> None:
+    """User settings of the throwaway JupyterLab: nothing saved, nothing fetched from the web."""
+    overrides = {
+        "@jupyterlab/docmanager-extension/plugin": {"autosave": False},
+        "@jupyterlab/apputils-extension/notification": {"fetchNews": "false",
+                                                         "checkForUpdates": False},
+        "@jupyterlab/extensionmanager-extension/plugin": {"enabled": False},
+    }
+    for plugin, values in overrides.items():
+        path = settings_dir / f"{plugin}.jupyterlab-settings"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(values))
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory, browser):
+    """One JupyterLab for the module: (base URL, token). Its settings live in a temp folder."""
+    home = tmp_path_factory.mktemp("jupyterlab")
+    write_settings(home / "settings")
+    env = {**os.environ,
+           "JUPYTER_CONFIG_DIR": str(home / "config"),
+           "JUPYTERLAB_SETTINGS_DIR": str(home / "settings"),
+           "JUPYTERLAB_WORKSPACES_DIR": str(home / "workspaces"),
+           "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
+           "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
+    port, token = free_port(), os.urandom(16).hex()
+    command = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1",
+               f"--port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
+               f"--ServerApp.root_dir={NOTEBOOKS}", "--LabApp.expose_app_in_browser=True",
+               "--LanguageServerManager.autodetect=False"]
+    if os.geteuid() == 0:
+        command.append("--allow-root")
+    log = (home / "server.log").open("w")
+    server = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
+                              start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + SERVER_START_S
+        while True:
+            try:
+                urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=5)
+                break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"JupyterLab did not start; its log:\n"
+                                f"{(home / 'server.log').read_text()[-3000:]}")
+                time.sleep(1)
+        yield base, token
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)  # the server and the kernels it started
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+        log.close()
+
+
+# --- one notebook ---------------------------------------------------------------------------
+
+# Read through the exposed app (`expose_app_in_browser`): the kernel's own status and the cell
+# models, which the DOM alone cannot tell reliably (the indicator reads idle before a kernel).
+NOTEBOOK_STATE_JS = """() => {
+    const panel = window.jupyterapp.shell.currentWidget;
+    if (!panel || !panel.content || !panel.content.widgets) return null;
+    const kernel = panel.sessionContext.session && panel.sessionContext.session.kernel;
+    const cells = panel.content.widgets.filter(c => c.model.type === 'code');
+    return {
+        kernel: kernel ? kernel.status : null,
+        running: cells.filter(c => c.promptNode && c.promptNode.textContent.includes('*')).length,
+        counts: cells.map(c => c.model.executionCount),
+        errors: cells.flatMap((c, i) => c.model.outputs.toJSON()
+            .filter(o => o.output_type === 'error')
+            .map(o => `cell ${i}: ${o.ename}: ${o.evalue}`)),
+    };
+}"""
+
+
+def notebook_state(page) -> dict:
+    return page.evaluate(NOTEBOOK_STATE_JS)
+
+
+def wait_until(predicate, timeout_s: float, what: str, poll_s: float = 1.0):
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+        time.sleep(poll_s)
+
+
+def run_all(page) -> float:
+    """Run → Run All Cells, then wait for every cell to finish; returns the seconds it took."""
+    wait_until(lambda: (notebook_state(page) or {}).get("kernel") == "idle", RUN_ALL_S,
+               "the kernel to start")
+    start = time.monotonic()
+    page.locator("#jp-MainMenu").get_by_text("Run", exact=True).click()
+    page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+    # Every queued cell shows [*] at once, so seeing one proves the run began; done when none
+    # is left and the kernel reads idle, twice, a second apart.
+    wait_until(lambda: notebook_state(page)["running"] > 0, UI_S, "Run All to start", 0.2)
+
+    def finished():
+        state = notebook_state(page)
+        return state["running"] == 0 and state["kernel"] == "idle"
+
+    wait_until(lambda: finished() and (time.sleep(1) or finished()), RUN_ALL_S,
+               "every cell to finish (no [*] left, kernel idle)")
+    state = notebook_state(page)
+    assert not state["errors"], f"error outputs: {state['errors']}"
+    not_run = [i for i, count in enumerate(state["counts"]) if count is None]
+    assert not not_run, f"code cells {not_run} did not run"
+    return time.monotonic() - start
+
+
+def widget_output(interact) -> dict:
+    """What an `interact` widget shows: its text and the data of its images (once loaded)."""
+    out = interact.locator(".widget-output")
+    out.locator("img").evaluate_all(
+        "imgs => Promise.all(imgs.map(i => i.decode().catch(() => null)))")
+    return {"text": out.inner_text(),
+            "images": out.locator("img").evaluate_all("imgs => imgs.map(i => i.src)")}
+
+
+def changed(before: dict):
+    """A check that the output is new: each part that was there (text, images) is there and
+    differs; from an empty output, anything at all. It waits out the half-drawn states."""
+    def check(interact):
+        now = widget_output(interact)
+        if not (before["text"].strip() or before["images"]):
+            return now if now["text"].strip() or now["images"] else None
+        text, text_before = now["text"].strip(), before["text"].strip()
+        text_ok = not text_before or text not in ("", text_before)
+        images_ok = not before["images"] or (now["images"] and now["images"] != before["images"])
+        return now if text_ok and images_ok else None
+    return check
+
+
+def screenshot(page, notebook: str, state: str, locator=None) -> Path:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / f"{Path(notebook).stem}-{state}.png"
+    (locator or page).screenshot(path=str(path))
+    return path
+
+
+@pytest.fixture(scope="module")
+def tracked_notebooks():
+    """The notebooks' bytes before the browser opens them: after, they must be the same."""
+    before = {path.name: path.read_bytes() for path in NOTEBOOKS.glob("*.ipynb")}
+    yield
+    rewritten = [name for name, data in before.items()
+                 if (NOTEBOOKS / name).read_bytes() != data]
+    assert not rewritten, f"JupyterLab rewrote {rewritten} (autosave must be off)"
+
+
+@pytest.mark.parametrize("notebook", widget_notebooks())
+def test_widgets_render_and_respond(notebook, browser, lab, tracked_notebooks):
+    base, token = lab
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    console_errors = []
+    page.on("console", lambda m: console_errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: console_errors.append(f"uncaught: {e}"))
+    page.set_default_timeout(UI_S * 1000)
+    shots = []
+    try:
+        page.goto(f"{base}/lab/tree/{notebook}?reset&token={token}")
+        page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=UI_S * 1000)
+        # Before anything runs, a saved widget output reads as the one-line note, not as the
+        # widget's raw repr `interactive(children=(FloatSlider(...`.
+        wait_until(lambda: (notebook_state(page) or {}).get("kernel") == "idle", RUN_ALL_S,
+                   "the kernel to start")
+        notes = page.locator(".jp-OutputArea-output", has_text="they need a running kernel")
+        assert notes.count() >= 1, "no note where the saved widget output is"
+        notes.first.scroll_into_view_if_needed()
+        shots.append(screenshot(page, notebook, "opened"))
+        text = page.locator(".jp-Notebook").inner_text()
+        assert "interactive(children=" not in text and "Error displaying widget" not in text
+        seconds = run_all(page)
+        print(f"\n{notebook}: Run All Cells took {seconds:.0f} s")
+        state = notebook_state(page)
+        assert not state["errors"], f"error outputs: {state['errors']}"
+        assert page.locator(".jp-OutputArea-output[data-mime-type="
+                            "'application/vnd.jupyter.error']").count() == 0
+        page.wait_for_timeout(1000)  # let the widget views render
+        assert "Error displaying widget" not in page.locator(".jp-Notebook").inner_text()
+
+        interacts = page.locator(".widget-interact")
+        assert interacts.count() >= 1, "no interact widget rendered"
+        for index in range(interacts.count()):
+            interact = interacts.nth(index)
+            interact.scroll_into_view_if_needed()
+            sliders = interact.locator(".jupyter-widgets.widget-slider")
+            buttons = interact.locator("button")
+            assert sliders.count() >= 1, "an interact widget without sliders"
+            if buttons.count():  # interact_manual: nothing shows before the first click
+                buttons.first.click()
+                wait_until(lambda: changed({"text": "", "images": []})(interact),
+                           WIDGET_UPDATE_S, "the first output of the interact_manual widget")
+            shots.append(screenshot(page, notebook, f"widget{index}-before", interact))
+            for slider_index in range(sliders.count()):
+                slider = sliders.nth(slider_index)
+                label = slider.locator(".widget-label").inner_text()
+                readout = slider.locator(".widget-readout")
+                value_before = readout.inner_text()
+                before = widget_output(interact)
+                handle = slider.locator(".noUi-handle")
+                handle.focus()
+                for _ in range(3):
+                    handle.press("ArrowRight")
+                wait_until(lambda: readout.inner_text() != value_before, UI_S,
+                           f"slider {label!r} to move")
+                if buttons.count():
+                    buttons.first.click()
+                after = wait_until(lambda: changed(before)(interact), WIDGET_UPDATE_S,
+                                   f"the output (text and image) to change after moving {label!r}")
+                print(f"{notebook}: moved {label!r} {value_before} -> {readout.inner_text()}: "
+                      f"text {'changed' if after['text'] != before['text'] else 'none'}, "
+                      f"{len(after['images'])} new image(s)")
+                # The label is readable in full: nothing cut off with an ellipsis.
+                assert slider.locator(".widget-label").evaluate(
+                    "e => e.scrollWidth <= e.clientWidth"), f"slider label {label!r} is cut"
+            shots.append(screenshot(page, notebook, f"widget{index}-after", interact))
+        state = notebook_state(page)
+        assert not state["errors"], f"error outputs after moving the sliders: {state['errors']}"
+        assert "Error displaying widget" not in page.locator(".jp-Notebook").inner_text()
+        assert not console_errors, f"browser console errors: {console_errors}"
+    finally:
+        shots.append(screenshot(page, notebook, "page"))
+        print(f"{notebook}: screenshots in {ARTIFACTS}: {', '.join(p.name for p in shots)}")
+        # Shut the kernel down (the next notebook gets the CPU) and close without saving.
+        try:
+            page.evaluate("""async () => {
+                const panel = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+                if (panel && panel.sessionContext) await panel.sessionContext.shutdown();
+            }""")
+        finally:
+            context.close()
