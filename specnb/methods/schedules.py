@@ -52,7 +52,9 @@ class FixedGamma(GammaSchedule):
 
 class HeuristicGamma(GammaSchedule):
     """transformers' rule; it starts from its `num_assistant_tokens` (20 in transformers 5),
-    which on a CPU costs 20 draft forwards in the first iteration, so the start here is 5."""
+    which on a CPU costs 20 draft forwards in the first iteration, so the start here is 5.
+    Each generation starts afresh (transformers' "heuristic_transient"; its "heuristic" keeps
+    the last γ across calls)."""
 
     name = "heuristic"
 
