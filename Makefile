@@ -40,7 +40,7 @@ test: $(EXTRA)test $(OLDEST)
 	$(PY) -m pytest --durations=15
 	PYTHONPATH=$(OLDEST) $(PY) -m pytest -q -o addopts="" -p no:cacheprovider \
 		tests/test_kv.py tests/test_methods_greedy.py tests/test_batch_kv.py \
-		tests/test_batched.py tests/test_drafters.py tests/test_feature_head.py
+		tests/test_feature_head.py
 
 # The quick tier: tiny in-memory models only. nbval is switched off (so no notebook is even
 # collected) and with it the nbval options of pyproject's addopts.

@@ -5,6 +5,7 @@ Timings are not checked (they vary); structure, token counts, peers and equality
 and its transformers peer: the tests that use them are `embedded` and `slow`."""
 
 import json
+import math
 
 import matplotlib
 import pytest
@@ -141,3 +142,32 @@ def test_prompt_selection():
     assert len(grounded) == 12 and {p["group"] for p in grounded} == {"input-grounded"}
     with pytest.raises(ValueError, match="--ids"):
         bench.select_prompts(bench.parse_args(["--ids", "no-such-prompt"]))
+
+
+@pytest.fixture(scope="module")
+def adaptive(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench") / "adaptive.json"
+    bench.main(["--methods", "ours feature head", "--head-gammas", "1", "--gammas", "2",
+                "--acceptance", "exact", "typical", "--schedules", "fixed", "heuristic",
+                "cost-aware", "--prompts", "1", "--max-new-tokens", "8", "--warmup", "0",
+                "--repeats", "1", "--device", "cpu", "--latency-counts", "1", "2",
+                "--out", str(out)])
+    return json.loads(out.read_text())
+
+
+@bench_run
+def test_acceptance_rules_and_gamma_schedules_are_benchmarked(adaptive):
+    lines = {line["method"]: line for line in adaptive["summary"]["all"]}
+    heads = {f"ours feature head γ={g}{rule}" for g in ("1", "heuristic", "cost-aware")
+             for rule in ("", " typical")}
+    assert set(lines) == heads | {"ours autoregressive", "HF generate"}
+    assert all(row["identical"] for row in adaptive["rows"])  # greedy: every setting exact
+    assert lines["ours feature head γ=1"]["mean_gamma"] == 1.0
+    assert lines["ours feature head γ=heuristic"]["mean_gamma"] >= 1.0
+    assert math.isnan(lines["ours feature head γ=cost-aware"]["predicted"])  # no single γ
+    assert adaptive["settings"]["acceptance"] == ["exact", "typical"]
+
+
+def test_cost_aware_needs_the_one_token_latency():
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--schedules", "cost-aware", "--latency-counts", "2", "4"])

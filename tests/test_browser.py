@@ -102,9 +102,12 @@ def free_port() -> int:
 
 
 def write_settings(settings_dir: Path) -> None:
-    """User settings of the throwaway JupyterLab: nothing saved, nothing fetched from the web."""
+    """User settings of the throwaway JupyterLab: nothing saved, nothing fetched from the web,
+    and every cell in the page (JupyterLab 4 otherwise renders only the cells near the view, so
+    a long notebook's widget cell may not exist in the page yet)."""
     overrides = {
         "@jupyterlab/docmanager-extension/plugin": {"autosave": False},
+        "@jupyterlab/notebook-extension/tracker": {"windowingMode": "none"},
         "@jupyterlab/apputils-extension/notification": {"fetchNews": "false",
                                                          "checkForUpdates": False},
         "@jupyterlab/extensionmanager-extension/plugin": {"enabled": False},
@@ -259,6 +262,8 @@ def tracked_notebooks():
 
 @pytest.mark.parametrize("notebook", widget_notebooks())
 def test_widgets_render_and_respond(notebook, browser, lab, tracked_notebooks):
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     base, token = lab
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
@@ -275,7 +280,10 @@ def test_widgets_render_and_respond(notebook, browser, lab, tracked_notebooks):
         wait_until(lambda: (notebook_state(page) or {}).get("kernel") == "idle", RUN_ALL_S,
                    "the kernel to start")
         notes = page.locator(".jp-OutputArea-output", has_text="they need a running kernel")
-        assert notes.count() >= 1, "no note where the saved widget output is"
+        try:
+            notes.first.wait_for(timeout=UI_S * 1000)
+        except PlaywrightTimeout:
+            pytest.fail("no note where the saved widget output is")
         notes.first.scroll_into_view_if_needed()
         shots.append(screenshot(page, notebook, "opened"))
         text = page.locator(".jp-Notebook").inner_text()

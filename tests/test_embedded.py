@@ -53,7 +53,9 @@ def embedded_head(embedded):
     return specnb.pairs.load_embedded_head(embedded[0])
 
 
-@pytest.mark.parametrize("gamma", [1, 2, 3, 5, 8])
+# γ = 1 (the best on a CPU) and a longer block; tests/test_feature_head.py covers γ up to 8 on
+# tiny models in a fraction of the time.
+@pytest.mark.parametrize("gamma", [1, 3])
 def test_shipped_head_greedy_equals_hf_generate(embedded, embedded_head, cases, gamma):
     """The shipped feature head, alone and as a ragged batch of the three held-out prompts."""
     model, _ = embedded

@@ -82,6 +82,27 @@ def test_typical_acceptance_at_t1_is_not_exact_and_exact_acceptance_is():
     assert chi2_pvalue(first_tokens(verify, P_CASE, Q_CASE, 0), P_CASE) > P_MIN
 
 
+def test_typical_loop_on_tiny_models_follows_its_enumerated_law_not_p(pair):
+    """End to end: the first token of `speculative(acceptance="typical")` at T = 1, over many
+    independent rows, follows the law enumerated from the tiny target's p and draft's q, and
+    that law is measurably away from p."""
+    target, draft = pair[0], tiny_llama(44, hidden=16)  # a draft that often disagrees
+    prompt = torch.tensor([[3, 17, 5, 42, 8]])
+    with torch.no_grad():
+        p = torch.softmax(target(prompt).logits[0, -1].double(), -1)
+        q = torch.softmax(draft(prompt).logits[0, -1].double(), -1)
+    law = typical_law(p, q)
+    tv = 0.5 * float((law - p).abs().sum())
+    assert tv > 0.02, f"this case must separate the laws (TV {tv:.4f})"
+    rows = 6_000
+    result = specnb.speculative(target, draft, prompt.expand(rows, -1), gamma=1, max_new_tokens=2,
+                                temperature=1.0, generator=torch.Generator().manual_seed(3),
+                                acceptance="typical")
+    first = torch.tensor([row[0] for row in result.tokens])
+    assert chi2_pvalue(first, law) > P_MIN
+    assert chi2_pvalue(first, p) < P_MIN
+
+
 def test_typical_rule_by_hand():
     """Confident p: only tokens above 0.09 pass; a rejection emits the argmax, not a draw."""
     p = torch.tensor([[[0.85, 0.1, 0.05], [0.85, 0.1, 0.05]]])
