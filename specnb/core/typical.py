@@ -20,7 +20,8 @@ Like `verify`, it runs on whole batches without host reads.
 
 import torch
 
-from .verify import Verdict, _check_inputs
+from .verify import Verdict, _check_inputs, draft_probabilities, emitted_tokens, \
+    leading_accepted
 
 POSTERIOR_THRESHOLD, POSTERIOR_ALPHA = 0.09, 0.3
 
@@ -47,30 +48,17 @@ def typical_verify(target_probs, draft_probs, draft_token_ids, bonus_token_ids, 
     check_typical_parameters(posterior_threshold, posterior_alpha)
     if check:
         _check_inputs(target_probs, draft_probs, draft_token_ids, bonus_token_ids, num_drafts)
-    batch, gamma, _ = target_probs.shape
-    device = target_probs.device
-    if num_drafts is None:
-        num_drafts = torch.full((batch,), gamma, dtype=torch.long, device=device)
-    index = draft_token_ids.unsqueeze(-1)
-    p_of_draft = target_probs.gather(-1, index).squeeze(-1)  # [B, γ]
-    q_of_draft = torch.ones_like(p_of_draft) if draft_probs is None else \
-        draft_probs.gather(-1, index).squeeze(-1)
+    gamma = target_probs.shape[1]
+    num_drafts, p_of_draft, q_of_draft = draft_probabilities(target_probs, draft_probs,
+                                                             draft_token_ids, num_drafts)
     passes = p_of_draft > typical_threshold(target_probs, posterior_threshold, posterior_alpha)
-    is_draft = torch.arange(gamma, device=device) < num_drafts.unsqueeze(1)  # [B, γ]
-    num_accepted = (passes & is_draft).long().cumprod(dim=-1).sum(dim=-1)  # [B]
-
-    bonus = bonus_token_ids.view(batch)
+    num_accepted = leading_accepted(passes, num_drafts)  # [B]
     if gamma > 0:  # the target's argmax at the first rejected position
-        first_rejected = num_accepted.clamp(max=gamma - 1).view(batch, 1)
+        first_rejected = num_accepted.clamp(max=gamma - 1).unsqueeze(1)
         recovered = target_probs.argmax(-1).gather(1, first_rejected).squeeze(1)  # [B]
     else:
-        recovered = bonus
-    next_token = torch.where(num_accepted == num_drafts, bonus, recovered)
-    positions = torch.arange(gamma + 1, device=device).unsqueeze(0)
-    drafts_padded = torch.cat([draft_token_ids, bonus.unsqueeze(1)], dim=1)  # [B, γ+1]
-    n = num_accepted.unsqueeze(1)
-    tokens = torch.where(positions < n, drafts_padded,
-                         torch.where(positions == n, next_token.unsqueeze(1), -1))
+        recovered = bonus_token_ids.view(-1)
+    tokens = emitted_tokens(draft_token_ids, bonus_token_ids, num_accepted, num_drafts, recovered)
     return Verdict(tokens=tokens, num_accepted=num_accepted, accept_probs=passes.to(p_of_draft.dtype),
                    coin_accepts=passes, p_of_draft=p_of_draft, q_of_draft=q_of_draft)
 

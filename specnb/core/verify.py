@@ -73,17 +73,12 @@ def verify(target_probs, draft_probs, draft_token_ids, bonus_token_ids, *, num_d
                              f"{type(generator).__name__}")
     batch, gamma, vocab = target_probs.shape
     device = target_probs.device
-    if num_drafts is None:
-        num_drafts = torch.full((batch,), gamma, dtype=torch.long, device=device)
-    index = draft_token_ids.unsqueeze(-1)
-    p_of_draft = target_probs.gather(-1, index).squeeze(-1)  # [B, γ]
-    q_of_draft = torch.ones_like(p_of_draft) if draft_probs is None else \
-        draft_probs.gather(-1, index).squeeze(-1)  # [B, γ]
+    num_drafts, p_of_draft, q_of_draft = draft_probabilities(target_probs, draft_probs,
+                                                             draft_token_ids, num_drafts)
     accept_probs = accept_probability(p_of_draft, q_of_draft)  # [B, γ]
     uniforms = torch.rand(batch, gamma, device=device, generator=generator)
     coin_accepts = uniforms < accept_probs
-    is_draft = torch.arange(gamma, device=device) < num_drafts.unsqueeze(1)  # [B, γ]: not padding
-    num_accepted = (coin_accepts & is_draft).long().cumprod(dim=-1).sum(dim=-1)  # [B]
+    num_accepted = leading_accepted(coin_accepts, num_drafts)  # [B]
 
     # Residual at the first rejected position only: one [B, V] row per sequence.
     if gamma > 0:
@@ -99,15 +94,41 @@ def verify(target_probs, draft_probs, draft_token_ids, bonus_token_ids, *, num_d
     else:
         resampled = bonus_token_ids.view(batch)
 
-    bonus = bonus_token_ids.view(batch)
-    next_token = torch.where(num_accepted == num_drafts, bonus, resampled)  # [B]
-    positions = torch.arange(gamma + 1, device=device).unsqueeze(0)  # [1, γ+1]
-    drafts_padded = torch.cat([draft_token_ids, bonus.unsqueeze(1)], dim=1)  # [B, γ+1]
-    n = num_accepted.unsqueeze(1)
-    tokens = torch.where(positions < n, drafts_padded,
-                         torch.where(positions == n, next_token.unsqueeze(1), -1))
+    tokens = emitted_tokens(draft_token_ids, bonus_token_ids, num_accepted, num_drafts, resampled)
     return Verdict(tokens=tokens, num_accepted=num_accepted, accept_probs=accept_probs,
                    coin_accepts=coin_accepts, p_of_draft=p_of_draft, q_of_draft=q_of_draft)
+
+
+# The parts every acceptance rule shares (exact `verify` here, `typical_verify` in typical.py).
+
+def draft_probabilities(target_probs, draft_probs, draft_token_ids, num_drafts):
+    """(num_drafts [B], p(x_j) [B, γ], q(x_j) [B, γ]); q = 1 for a certain draft (no q)."""
+    batch, gamma, _ = target_probs.shape
+    if num_drafts is None:
+        num_drafts = torch.full((batch,), gamma, dtype=torch.long, device=target_probs.device)
+    index = draft_token_ids.unsqueeze(-1)
+    p_of_draft = target_probs.gather(-1, index).squeeze(-1)
+    q_of_draft = torch.ones_like(p_of_draft) if draft_probs is None else \
+        draft_probs.gather(-1, index).squeeze(-1)
+    return num_drafts, p_of_draft, q_of_draft
+
+
+def leading_accepted(accepts: torch.Tensor, num_drafts: torch.Tensor) -> torch.Tensor:
+    """[B, γ] accept decisions -> [B] count before the first rejection (padding never passes)."""
+    is_draft = torch.arange(accepts.shape[1], device=accepts.device) < num_drafts.unsqueeze(1)
+    return (accepts & is_draft).long().cumprod(dim=-1).sum(dim=-1)
+
+
+def emitted_tokens(draft_token_ids, bonus_token_ids, num_accepted, num_drafts, at_rejection):
+    """[B, γ+1]: the accepted drafts, then the bonus (all accepted) or `at_rejection`, then -1."""
+    batch, gamma = draft_token_ids.shape
+    bonus = bonus_token_ids.view(batch)
+    next_token = torch.where(num_accepted == num_drafts, bonus, at_rejection)  # [B]
+    positions = torch.arange(gamma + 1, device=draft_token_ids.device).unsqueeze(0)  # [1, γ+1]
+    drafts_padded = torch.cat([draft_token_ids, bonus.unsqueeze(1)], dim=1)  # [B, γ+1]
+    n = num_accepted.unsqueeze(1)
+    return torch.where(positions < n, drafts_padded,
+                       torch.where(positions == n, next_token.unsqueeze(1), -1))
 
 
 def _distinct(tensor: torch.Tensor) -> torch.Tensor:
