@@ -77,8 +77,10 @@ class ModelDrafter(Drafter):
             num_drafts += (~stopped & (j < max_drafts)).long()
             stopped |= torch.isin(ids[-1], self.eos)
             feed, feed_valid = ids[-1].unsqueeze(1), self.alive.unsqueeze(1)
-            # Nothing after an EOS can be emitted: stop once every row has drafted one.
-            if j + 1 < width and bool(stopped.all()):
+            # Nothing after an EOS can be emitted: stop once every row has drafted one. Asking
+            # is a host read, free on a CPU but a sync per draft on a GPU, so only the CPU asks
+            # (on a GPU the extra drafts after an EOS are never counted nor emitted).
+            if j + 1 < width and self.lm.device.type == "cpu" and bool(stopped.all()):
                 break
         return Proposal(torch.stack(ids, 1), num_drafts, torch.stack(probs, 1))
 
