@@ -24,3 +24,19 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.notebooks)
         if EMBEDDED_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.embedded)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """One line per notebook and their total: the time nbval spent executing each (≤ ~2 min each,
+    ≤ 10 min in all on a 2-core CPU), so a slow notebook shows in every CI log."""
+    seconds = {}
+    for outcome in ("passed", "failed", "error", "skipped"):
+        for report in terminalreporter.stats.get(outcome, []):
+            path = getattr(report, "nodeid", "").split("::", 1)[0]
+            if path.endswith(".ipynb"):
+                seconds[path] = seconds.get(path, 0.0) + getattr(report, "duration", 0.0)
+    if seconds:
+        terminalreporter.section("notebook run times (nbval)")
+        for path, spent in sorted(seconds.items()):
+            terminalreporter.write_line(f"{spent:7.1f} s  {path}")
+        terminalreporter.write_line(f"{sum(seconds.values()):7.1f} s  all {len(seconds)} notebooks")

@@ -12,6 +12,7 @@ from tqdm.auto import tqdm
 from . import autoregressive, jacobi, load_prompts, prompt_lookup, speculative
 from .models import EMBEDDED_NAME, chat_ids, embedded_checkpoint
 from .pairs import load_embedded_draft, load_pair
+from .theory import estimate_alpha
 
 
 def main(argv=None) -> None:
@@ -64,7 +65,7 @@ def main(argv=None) -> None:
             result = run(ids)
             reference = reference or result.tokens[0]
             rows.append((prompt["id"], prompt["group"], name, result.stats,
-                         result.tokens[0] == reference))
+                         result.tokens[0] == reference, estimate_alpha(result)))
     print_table(rows)
     print_batched(runs, batch, rows)
 
@@ -73,7 +74,7 @@ def print_batched(runs, batch, rows) -> None:
     """The same prompts as one ragged batch: throughput, and each row against its lone run."""
     print(f"\nthe same {len(batch)} prompts as one batch (ragged lengths, rows at their own pace):")
     alone = {name: [] for name in runs}
-    for _, _, name, stats, _ in rows:
+    for _, _, name, stats, _, _ in rows:
         alone[name].append(stats.wall_s)
     reference = None
     for name, run in runs.items():
@@ -89,17 +90,19 @@ def print_batched(runs, batch, rows) -> None:
 
 def print_table(rows) -> None:
     header = (f"{'prompt':<20} {'group':<15} {'method':<22} {'tokens':>6} {'fwd':>5} "
-              f"{'tok/fwd':>7} {'yield':>6} {'wall s':>7} {'×AR':>5}  = AR greedy")
+              f"{'tok/fwd':>7} {'yield':>6} {'α̂':>6} {'wall s':>7} {'×AR':>5}  = AR greedy")
     print(header + "\n" + "-" * len(header))
     baseline = {}
-    for prompt_id, group, name, stats, same in rows:
+    for prompt_id, group, name, stats, same, alpha_hat in rows:
         baseline.setdefault(prompt_id, stats.wall_s)  # autoregressive runs first
         accept = "-" if not stats.drafted else f"{stats.draft_yield:.2f}"
+        alpha = "-" if alpha_hat != alpha_hat else f"{alpha_hat:.2f}"  # NaN: nothing checked
         print(f"{prompt_id:<20} {group:<15} {name:<22} {stats.new_tokens:>6} "
-              f"{stats.target_forwards:>5} {stats.tokens_per_forward:>7.2f} {accept:>6} "
+              f"{stats.target_forwards:>5} {stats.tokens_per_forward:>7.2f} {accept:>6} {alpha:>6} "
               f"{stats.wall_s:>7.2f} {baseline[prompt_id] / stats.wall_s:>5.2f}  "
               f"{'yes' if same else 'NO'}")
-    print("yield: accepted / drafted drafts; ×AR: speedup over autoregressive on that prompt "
+    print("yield (draft yield): accepted / drafted, unchecked drafts included; α̂: mean Σ min(p, q) "
+          "over the checked drafts, the chance one draft is accepted; ×AR: speedup over autoregressive on that prompt "
           "(one run each: a demonstration, not a benchmark; see python -m specnb.bench)")
 
 

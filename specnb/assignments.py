@@ -12,15 +12,26 @@ cells, outputs and execution counts are cleared and grade cells are made read-on
 `grade` takes submitted notebooks (files, or folders searched for the source file names),
 puts back every test cell from the source (hidden tests included, so editing a test changes
 nothing), executes the notebook with errors allowed and prints per grade cell its points: full
-when the cell ran without an error, else 0 and the first lines of the error. Cells graded by
-hand (nbgrader `solution` and `grade`) are listed as "manual". It does not keep a database,
-collect files or write feedback: nbgrader does that for instructors who want it.
+when the cell ran without an error, else 0 and the first line of the error. Cells graded by
+hand (nbgrader `solution` and `grade`) are listed as "manual"; a total closes the report.
+
+Before running anything, `grade` parses the code the student wrote (`specnb.checks.solution_code`):
+a test cell whose exercise reaches the library's own implementation of the answer (the source
+notebook's metadata `specnb.write_yourself`) scores 0, with the line that does it. A submission
+that is not a notebook, whose kernel dies, or that runs over `--notebook-timeout` scores 0 with a
+message and the other submissions are graded; a cell that runs over `--timeout` is interrupted.
+It does not keep a database, collect files or write feedback: nbgrader does that for
+instructors who want it.
 """
 
 import argparse
+import asyncio
 import copy
+import json
+import logging
 import pathlib
 import re
+import subprocess
 import sys
 
 import nbformat
@@ -118,15 +129,117 @@ def error_text(cell) -> str | None:
     return None
 
 
-def grade_notebook(path: pathlib.Path, source_path: pathlib.Path, timeout: int = 600,
-                   executed_path: pathlib.Path | None = None) -> list:
-    """Execute one submission; return [(grade_id, points earned or None, points, error)]."""
+def write_yourself(source) -> dict:
+    """{"module:attr" of a library implementation: [grade ids its use voids]} of a source."""
+    return dict(source.metadata.get("specnb", {}).get("write_yourself", {}))
+
+
+def library_use_messages(submitted, source) -> dict:
+    """{grade_id: message} for the test cells voided by a use of the library's own answer.
+
+    Only cells the student wrote are read (solution cells and cells they added), not the cells
+    `graded_notebook` restores from the source.
+    """
+    from .checks.solution_code import DYNAMIC, explain, find_library_uses, names_of
+
+    rules = write_yourself(source)
+    if not rules:
+        return {}
+    names = names_of(list(rules))
+    restored = {grading(c)["grade_id"] for c in source.cells
+                if grading(c).get("grade_id") and not grading(c).get("solution")}
+    messages = {}
+    for index, cell in enumerate(submitted.cells):
+        grade_id = grading(cell).get("grade_id")
+        if cell.cell_type != "code" or grade_id in restored:
+            continue
+        label = f"cell {grade_id!r}" if grade_id else f"your cell {index}"
+        for use in find_library_uses(cell.source, names):
+            voided = sorted({i for ids in rules.values() for i in ids}) \
+                if use.target == DYNAMIC else rules[use.target]
+            for test_id in voided:
+                messages.setdefault(test_id, explain(use, label))
+    return messages
+
+
+def execute(notebook, path: pathlib.Path, timeout: int, notebook_timeout: float) -> list:
+    """Run `notebook` in place in a fresh kernel (its stderr discarded: kernel warnings stay
+    out of the report); return notes on cells interrupted after `timeout` seconds.
+
+    Raises TimeoutError past `notebook_timeout` seconds (the kernel is shut down)."""
     from nbclient import NotebookClient
 
+    quiet = logging.getLogger("specnb.assignments.kernel")  # nbclient's timeout/death logs:
+    quiet.setLevel(logging.CRITICAL)  # the report says it in one line instead
+    client = NotebookClient(notebook, timeout=timeout, kernel_name="python3", allow_errors=True,
+                            interrupt_on_timeout=True, log=quiet,
+                            resources={"metadata": {"path": str(path.parent)}})
+
+    async def run():
+        await asyncio.wait_for(client.async_execute(stderr=subprocess.DEVNULL,
+                                                    stdout=subprocess.DEVNULL),
+                               notebook_timeout)
+    try:
+        asyncio.get_running_loop()
+        nested = True  # called from a running loop (a notebook): nbclient nests, no wall limit
+    except RuntimeError:
+        nested = False  # the usual case
+    if nested:
+        client.execute(stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    else:
+        try:
+            asyncio.run(run())
+        except asyncio.TimeoutError:
+            raise TimeoutError(f"the notebook ran over {notebook_timeout:g} s (a cell that "
+                               f"never ends?) and was stopped") from None
+    return [f"cell {grading(c).get('grade_id') or i} ran over {timeout} s and was interrupted"
+            for i, c in enumerate(notebook.cells)
+            if (error_text(c) or "").startswith("KeyboardInterrupt")]
+
+
+def read_submission(path: pathlib.Path):
+    """The submitted notebook, or a ValueError that says in one line why it cannot be read."""
+    try:
+        return nbformat.read(path, as_version=4)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"not a notebook: invalid JSON ({error.msg} at line {error.lineno}); "
+                         f"hand in the .ipynb file Jupyter saves") from None
+    except Exception as error:  # noqa: BLE001 - nbformat raises several kinds
+        raise ValueError(f"not a notebook: {type(error).__name__}: {first_line(str(error))}") \
+            from None
+
+
+def zero_rows(source, message: str) -> list:
+    """Every test cell at 0 with one message (a submission that could not be graded)."""
+    rows = []
+    for cell in source.cells:
+        meta = grading(cell)
+        if meta.get("grade"):
+            points = float(meta.get("points", 0))
+            rows.append((meta["grade_id"], None if meta.get("solution") else 0.0, points,
+                         "graded by hand" if meta.get("solution") else message))
+    return rows
+
+
+def grade_notebook(path: pathlib.Path, source_path: pathlib.Path, timeout: int = 600,
+                   executed_path: pathlib.Path | None = None,
+                   notebook_timeout: float = 1800) -> list:
+    """Execute one submission; return [(grade_id, points earned or None, points, message)].
+
+    Never raises for a bad submission: an unreadable file, a dead kernel or a notebook over
+    `notebook_timeout` seconds gives every test cell 0 with the reason as its message."""
     source = nbformat.read(source_path, as_version=4)
-    notebook = graded_notebook(nbformat.read(path, as_version=4), source)
-    NotebookClient(notebook, timeout=timeout, kernel_name="python3", allow_errors=True,
-                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    try:
+        submitted = read_submission(path)
+        voided = library_use_messages(submitted, source)
+        notebook = graded_notebook(submitted, source)
+        auto = {grading(c)["grade_id"] for c in source.cells
+                if grading(c).get("grade") and not grading(c).get("solution")}
+        notes = [] if auto <= set(voided) else execute(notebook, path, timeout, notebook_timeout)
+    except Exception as error:  # noqa: BLE001 - one bad submission must not stop the rest
+        reason = str(error) if isinstance(error, (ValueError, TimeoutError)) else \
+            f"grading stopped: {type(error).__name__}: {first_line(str(error))}"
+        return zero_rows(source, reason)
     if executed_path is not None:
         executed_path.parent.mkdir(parents=True, exist_ok=True)
         nbformat.write(notebook, executed_path)
@@ -142,8 +255,12 @@ def grade_notebook(path: pathlib.Path, source_path: pathlib.Path, timeout: int =
             rows.append((meta["grade_id"], None, points, "graded by hand"))
         elif graded is None:
             rows.append((meta["grade_id"], 0.0, points, "test cell missing from the submission"))
+        elif meta["grade_id"] in voided:
+            rows.append((meta["grade_id"], 0.0, points, voided[meta["grade_id"]]))
         else:
             error = error_text(graded)
+            if error and notes:
+                error = f"{error} ({notes[0]})"
             rows.append((meta["grade_id"], 0.0 if error else points, points, error))
     return rows
 
@@ -153,6 +270,8 @@ def find_submissions(paths, source_dir: pathlib.Path) -> list:
     names = {p.name: p for p in source_dir.glob("*.ipynb")}
     pairs = []
     for path in map(pathlib.Path, paths):
+        if not path.exists():
+            raise FileNotFoundError(f"submission {path}: no such file or folder")
         found = [path] if path.is_file() else sorted(p for p in path.rglob("*.ipynb")
                                                      if ".ipynb_checkpoints" not in p.parts)
         for notebook in found:
@@ -171,22 +290,36 @@ def first_line(text: str | None, width: int = 90) -> str:
     return text if len(text) <= width else text[:width - 1] + "…"
 
 
-def grade(paths, source_dir=SOURCE_DIR, timeout=600, executed_dir=None, stream=sys.stdout):
+def grade(paths, source_dir=SOURCE_DIR, timeout=600, executed_dir=None, stream=sys.stdout,
+          notebook_timeout: float = 1800) -> dict:
+    """Grade each submission, print its rows, then the total; return {submission: rows}."""
     results = {}
     for submission, source in find_submissions(paths, source_dir):
         executed = None if executed_dir is None else pathlib.Path(executed_dir) / (
             f"{submission.parent.name}-{submission.name}")
-        rows = grade_notebook(submission, source, timeout, executed)
+        rows = grade_notebook(submission, source, timeout, executed, notebook_timeout)
         results[str(submission)] = rows
         earned = sum(r[1] for r in rows if r[1] is not None)
         possible = sum(r[2] for r in rows if r[1] is not None)
-        print(f"\n{submission}  {earned:g}/{possible:g}", file=stream)
+        print(f"\n{submission}  {earned:g}/{possible:g}", file=stream, flush=True)
         for grade_id, got, points, error in rows:
             score = "manual" if got is None else f"{got:g}/{points:g}"
             mark = "" if got is None else "✓" if got == points else "✗"
-            print(f"  {grade_id:<28} {score:>7} {mark} {first_line(error)}", file=stream)
+            print(f"  {grade_id:<28} {score:>7} {mark} {first_line(error)}".rstrip(),
+                  file=stream, flush=True)
     if not results:
         print("no submitted notebook matches a source notebook", file=stream)
+        return results
+    print(file=stream)
+    folders = {}
+    for submission, rows in results.items():
+        folders.setdefault(str(pathlib.Path(submission).parent), []).extend(rows)
+    for folder, rows in folders.items():
+        earned = sum(r[1] for r in rows if r[1] is not None)
+        possible = sum(r[2] for r in rows if r[1] is not None)
+        manual = sum(r[2] for r in rows if r[1] is None)
+        print(f"total {folder}: {earned:g}/{possible:g} auto-graded points"
+              + (f" (+ {manual:g} graded by hand)" if manual else ""), file=stream)
     return results
 
 
@@ -198,8 +331,10 @@ def check_args(parser, args) -> None:
     if args.command == "release":
         check_out_folder(parser, "--out", args.out)
         return
-    if args.timeout < 1:
-        parser.error(f"--timeout must be >= 1 second, got {args.timeout}")
+    for option, value in (("--timeout", args.timeout),
+                          ("--notebook-timeout", args.notebook_timeout)):
+        if value < 1:
+            parser.error(f"{option} must be >= 1 second, got {value}")
     names = {p.name for p in args.source.glob("*.ipynb")}
     for path in map(pathlib.Path, args.submissions):
         if not path.exists():
@@ -223,7 +358,12 @@ def main(argv=None) -> int:
                                 help="output folder (default: %(default)s)")
     grade_parser = commands.add_parser("grade", help="execute and score submitted notebooks")
     grade_parser.add_argument("submissions", nargs="+", help="notebooks or folders of them")
-    grade_parser.add_argument("--timeout", type=int, default=600, help="seconds per cell")
+    grade_parser.add_argument("--timeout", type=int, default=600,
+                              help="seconds per cell, then the cell is interrupted "
+                                   "(default: %(default)s)")
+    grade_parser.add_argument("--notebook-timeout", type=int, default=1800,
+                              help="seconds per notebook, then it scores 0 "
+                                   "(default: %(default)s)")
     grade_parser.add_argument("--executed", type=pathlib.Path, default=None,
                               help="also save each executed notebook here (full error messages)")
     args = parser.parse_args(argv)
@@ -232,7 +372,8 @@ def main(argv=None) -> int:
         for path in release(args.source, args.out):
             print(f"wrote {path}")
     else:
-        grade(args.submissions, args.source, args.timeout, args.executed)
+        grade(args.submissions, args.source, args.timeout, args.executed,
+              notebook_timeout=args.notebook_timeout)
     return 0
 
 

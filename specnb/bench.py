@@ -291,7 +291,7 @@ def summarize(record: dict, group: str | None = None) -> list:
                 "peer": peer, "speedup_vs_peer": total[peer] / total[name] if peer in total
                 else float("nan"),
                 "tokens_per_forward": tokens / forwards if forwards else float("nan"),
-                "acceptance": accepted / drafted if drafted else float("nan"),
+                "draft_yield": accepted / drafted if drafted else float("nan"),
                 "alpha_hat": statistics.mean(alphas) if alphas else float("nan"),
                 "c_hat": statistics.mean(costs) if costs else float("nan"),
                 "identical": all(r["identical"] for r in mine) if mine[0]["identical"] is not None
@@ -304,6 +304,7 @@ def summarize(record: dict, group: str | None = None) -> list:
             "mean_gamma")]
         line["mean_gamma"] = statistics.mean(gammas) if gammas else float("nan")
         line["measured_over_predicted"] = line["speedup_vs_ours_ar"] / line["predicted"]
+        line["acceptance"] = line["draft_yield"]  # the older name, kept for old readers
         summary.append(line)
     return summary
 
@@ -318,7 +319,7 @@ def format_summary(summary: list) -> str:
     """The table the command prints; ×peer is the speedup over the method's HF peer (`PEERS`)."""
     header = (f"{'method':<26}{'tok/s':>7}{'×ours AR':>9}{'×HF gen':>8}{'×peer':>7}"
               f"{'×best HF':>9}{'tok/fwd':>8}"
-              f"{'accept':>7}{'α̂':>6}{'ĉ':>7}{'pred':>6}{'meas/pred':>10}  same as AR")
+              f"{'yield':>7}{'α̂':>6}{'ĉ':>7}{'pred':>6}{'meas/pred':>10}  same as AR")
     lines = [header, "-" * len(header)]
     for s in summary:
         def num(value, width, digits):
@@ -328,7 +329,7 @@ def format_summary(summary: list) -> str:
                      f"{num(s['speedup_vs_ours_ar'], 9, 2)}{num(s['speedup_vs_hf_greedy'], 8, 2)}"
                      f"{num(s.get('speedup_vs_peer', float('nan')), 7, 2)}"
                      f"{num(s.get('speedup_vs_best_hf', float('nan')), 9, 2)}"
-                     f"{num(s['tokens_per_forward'], 8, 2)}{num(s['acceptance'], 7, 2)}"
+                     f"{num(s['tokens_per_forward'], 8, 2)}{num(s.get('draft_yield', s.get('acceptance')), 7, 2)}"
                      f"{num(s['alpha_hat'], 6, 2)}{num(s['c_hat'], 7, 3)}{num(s['predicted'], 6, 2)}"
                      f"{num(s['measured_over_predicted'], 10, 2)}  {same}")
     return "\n".join(lines)

@@ -1,11 +1,18 @@
 """`python -m specnb.bench_batch`: batched throughput against batch size, in one process.
 
-For each batch size B, the first B eval prompts (cycled past 24) run through our batched
-autoregressive, speculative and prompt-lookup loops and through transformers' batched greedy
-`generate` (left-padded), with warm-up and repeats (CUDA events on GPU). Throughput is new tokens
-over the whole batch per second; every greedy row is checked against our batched autoregressive
-row. It also times one target forward of B rows × 1 token and B rows × (γ+1) tokens: the ratio
-is what verifying γ drafts costs, and it grows with B as the forward stops being memory-bound.
+For each batch size B, a batch of B prompts runs through our batched autoregressive,
+speculative and prompt-lookup loops and through transformers' batched greedy `generate`
+(left-padded), with warm-up and repeats (CUDA events on GPU). Two ways to fill the batch
+(`--mix`): `mixed`, the first B eval prompts (of `--group`; cycled past the end), and `same`,
+B copies of one prompt (`--prompt`). Batch size and prompt mix are separate causes: with copies,
+every row accepts what the single prompt accepts, so only the cost of the wider forward changes
+with B; a mixed batch also changes what the rows accept.
+
+Throughput is new tokens over the whole batch per second; every greedy row is checked against
+our batched autoregressive row. Each row also records its own tokens per target forward (from the
+trace) and the run's mean ms per decoding forward. Separately, it times one target forward of
+B rows × 1 token and B rows × (γ+1) (and num_pred+1) tokens, keeping every repeat: the ratio is
+what checking the drafts costs, and it grows with B as the forward stops being memory-bound.
 
 It does not tune anything; settings go into the JSON next to a plot.
 """
@@ -30,15 +37,56 @@ from .drafters.model import pad_token_id
 from .methods.inputs import eos_token_ids
 from .methods.results import cut_at_eos
 from .pairs import load_pair
+from .theory import estimate_alpha
 
 METHODS = ["autoregressive", "speculative", "prompt_lookup", "hf"]
 
 
-def batch_of_prompts(tokenizer, batch: int, device, group=None) -> list:
-    """The first `batch` eval prompts (of `group`; cycled), chat-formatted, as `[1, L]` tensors."""
+MIXES = ["mixed", "same"]
+
+
+def batch_of_prompts(tokenizer, batch: int, device, group=None, mix="mixed",
+                     prompt_id=None) -> list:
+    """`batch` chat-formatted eval prompts as `[1, L]` tensors.
+
+    mix="mixed": the first `batch` prompts (of `group`; cycled). mix="same": `batch` copies of
+    the prompt `prompt_id` (default: the first of `group`), so every row decodes the same text.
+    """
     prompts = load_prompts("eval", group)
+    if mix == "same":
+        if prompt_id is not None:
+            chosen = [p for p in load_prompts("eval") if p["id"] == prompt_id]
+            if not chosen:
+                raise ValueError(f"prompt_id {prompt_id!r} is not an eval prompt id "
+                                 f"(see data/prompts/eval.jsonl)")
+            prompts = chosen
+        prompts = prompts[:1]
+    elif mix != "mixed":
+        raise ValueError(f"mix must be one of {MIXES}, got {mix!r}")
     return [chat_ids(tokenizer, prompts[i % len(prompts)]["prompt"], device=device)
             for i in range(batch)]
+
+
+def per_row_counts(result) -> dict:
+    """Per row: new tokens, target forwards it took part in, and their ratio; the mean ms of one
+    decoding target forward, the ms of the forward that filled the cache with the prompts, and
+    the run's wall time (prompt forward + decoding forwards + the work between forwards).
+
+    Example: rows of 8 and 3 tokens, in 4 and 3 steps -> tokens per forward [2.0, 1.0].
+    """
+    forwards = [0] * len(result.tokens)
+    step_seconds = {}
+    for it in result.trace:
+        forwards[it.row] += 1
+        step_seconds[it.step] = it.target_s  # shared by the rows of one step
+    tokens = [len(t) for t in result.tokens]
+    decoding_s = sum(step_seconds.values())
+    return {"row_tokens": tokens, "row_forwards": forwards,
+            "row_tokens_per_forward": [t / f if f else float("nan")
+                                       for t, f in zip(tokens, forwards)],
+            "ms_per_forward": 1e3 * decoding_s / max(1, len(step_seconds)),
+            "prompt_forward_ms": 1e3 * max(0.0, result.stats.target_s - decoding_s),
+            "wall_s": result.stats.wall_s}
 
 
 def hf_batched_generate(target, prompts, max_new_tokens) -> list:
@@ -56,23 +104,29 @@ def hf_batched_generate(target, prompts, max_new_tokens) -> list:
 
 
 def measure_batch_forward(model, batch_sizes, tokens_per_row, prefix_len=128, repeats=7) -> dict:
-    """Median ms of one forward of B rows × k new tokens after a cached prefix, per (B, k)."""
+    """Ms of one forward of B rows × k new tokens after a cached prefix, per (B, k).
+
+    Keeps every repeat in `samples_ms["Bxk"]` and their median in `median_ms`. Repeat i times
+    every k in turn, so the repeats of two widths are paired: divide them one by one for a ratio.
+    """
     generator = torch.Generator().manual_seed(0)
     result = {"batch_sizes": list(batch_sizes), "tokens_per_row": list(tokens_per_row),
-              "prefix_len": prefix_len, "median_ms": {}}
+              "prefix_len": prefix_len, "repeats": repeats, "median_ms": {}, "samples_ms": {}}
     for batch in batch_sizes:
         lm = BatchedCachedLM(model)
         prefix = torch.randint(0, lm.vocab_size, (batch, prefix_len), generator=generator)
         lm.prefill(prefix.tolist())
-        for k in tokens_per_row:
-            new_ids = torch.randint(0, lm.vocab_size, (batch, k), generator=generator)
-            new_ids = new_ids.to(lm.device)
-            samples = []
-            for _ in range(repeats + 1):  # the first is a warm-up
-                lm.forward(new_ids, keep=k)
-                samples.append(lm.log.seconds[-1] * 1e3)
+        new_ids = {k: torch.randint(0, lm.vocab_size, (batch, k), generator=generator).to(lm.device)
+                   for k in tokens_per_row}
+        samples = {k: [] for k in tokens_per_row}
+        for _ in range(repeats + 1):  # the first round is a warm-up
+            for k in tokens_per_row:
+                lm.forward(new_ids[k], keep=k)
+                samples[k].append(lm.log.seconds[-1] * 1e3)
                 lm.rollback(torch.full((batch,), k, device=lm.device))
-            result["median_ms"][f"{batch}x{k}"] = statistics.median(samples[1:])
+        for k in tokens_per_row:
+            result["samples_ms"][f"{batch}x{k}"] = samples[k][1:]
+            result["median_ms"][f"{batch}x{k}"] = statistics.median(samples[k][1:])
     return result
 
 
@@ -92,32 +146,50 @@ def run(args, pair=None) -> dict:
     chosen = {"autoregressive", *args.methods}
     methods = {name: f for (name, f), key in zip(methods.items(), METHODS) if key in chosen}
     rows = []
-    bar = tqdm(total=len(args.batch_sizes) * len(methods), desc="bench_batch")
-    for batch in args.batch_sizes:
-        prompts = batch_of_prompts(tokenizer, batch, device, args.group)
-        reference = None
-        for name, function in methods.items():
-            for _ in range(args.warmup):
-                function(prompts)
-            result, seconds, spread = timed(lambda: function(prompts), args.repeats, device)
-            tokens = result if isinstance(result, list) else result.tokens
-            reference = reference if reference is not None else tokens
-            row = {"method": name, "batch": batch, "seconds": seconds, "spread": spread,
-                   "new_tokens": sum(len(t) for t in tokens),
-                   "identical_rows": sum(a == b for a, b in zip(tokens, reference))}
-            if not isinstance(result, list):
-                stats = result.stats
-                row.update(target_forwards=stats.target_forwards, drafted=stats.drafted,
-                           accepted=stats.accepted)
-            rows.append(row)
-            bar.update()
+    mixes = getattr(args, "mix", None) or ["mixed"]
+    bar = tqdm(total=len(mixes) * len(args.batch_sizes) * len(methods), desc="bench_batch")
+    for mix in mixes:
+        for batch in args.batch_sizes:
+            prompts = batch_of_prompts(tokenizer, batch, device, args.group, mix,
+                                       getattr(args, "prompt", None))
+            for function in methods.values():
+                for _ in range(args.warmup):
+                    function(prompts)
+            # Repeat i runs every method in turn, so a slow moment of a shared machine hits
+            # all of them alike: ratios of repeat i are paired.
+            samples, results = {name: [] for name in methods}, {}
+            for _ in range(args.repeats):
+                for name, function in methods.items():
+                    results[name], seconds, _ = timed(lambda: function(prompts), 1, device)
+                    samples[name].append(seconds)
+            reference = None
+            for name, times in samples.items():
+                result = results[name]
+                tokens = result if isinstance(result, list) else result.tokens
+                reference = reference if reference is not None else tokens
+                row = {"method": name, "mix": mix, "batch": batch,
+                       "seconds": statistics.median(times),
+                       "spread": max(times) - min(times), "seconds_samples": times,
+                       "new_tokens": sum(len(t) for t in tokens),
+                       "identical_rows": sum(a == b for a, b in zip(tokens, reference))}
+                if not isinstance(result, list):
+                    stats = result.stats
+                    row.update(target_forwards=stats.target_forwards, drafted=stats.drafted,
+                               accepted=stats.accepted, **per_row_counts(result))
+                    if stats.drafted:
+                        row["alpha_hat"] = estimate_alpha(result)
+                rows.append(row)
+                bar.update()
     bar.close()
-    base = {r["batch"]: r["seconds"] / r["new_tokens"] for r in rows
+    base = {(r["mix"], r["batch"]): r["seconds"] / r["new_tokens"] for r in rows
             if r["method"] == "ours autoregressive"}
     for r in rows:
         r["tokens_per_s"] = r["new_tokens"] / r["seconds"]
-        r["speedup_vs_ours_ar"] = base[r["batch"]] / (r["seconds"] / r["new_tokens"])
-    forward = measure_batch_forward(target, args.batch_sizes, [1, args.gamma + 1])
+        r["speedup_vs_ours_ar"] = base[r["mix"], r["batch"]] / (r["seconds"] / r["new_tokens"])
+    widths = sorted({1, args.gamma + 1} | ({args.num_pred + 1} if "prompt_lookup" in chosen
+                                           else set()))
+    forward = measure_batch_forward(target, args.batch_sizes, widths,
+                                    repeats=max(5, getattr(args, "forward_repeats", 7)))
     return {"settings": {k: v for k, v in vars(args).items() if k != "out"},
             "device": torch.cuda.get_device_name(device) if device.type == "cuda"
             else f"CPU {platform.processor() or platform.machine()}, "
@@ -128,22 +200,60 @@ def run(args, pair=None) -> dict:
             "dtype": str(target.dtype), "rows": rows, "batch_forward": forward}
 
 
+def row_mix(row: dict) -> str:
+    """How the row's batch was filled; records written before `--mix` existed were "mixed"."""
+    return row.get("mix", "mixed")
+
+
+def paired_speedup(row: dict, base: dict) -> float:
+    """Speedup of `row` over `base` (autoregressive, same mix and B): the median over repeats
+    of (base seconds per token) / (row seconds per token), repeat i against repeat i; records
+    without per-repeat timings give their stored ratio of medians."""
+    if "seconds_samples" not in row or "seconds_samples" not in base:
+        return row["speedup_vs_ours_ar"]
+    return statistics.median((b / base["new_tokens"]) / (r / row["new_tokens"])
+                             for r, b in zip(row["seconds_samples"], base["seconds_samples"]))
+
+
 def format_table(record: dict) -> str:
-    """One line per (B, method); tok/fwd is new tokens per target forward per row."""
-    lines = [f"{'B':>3}  {'method':<28} {'tok/s':>8} {'× ours AR':>9} {'tok/fwd':>8} "
-             f"{'accept':>7} {'identical':>9}"]
-    for r in record["rows"]:
+    """One line per (mix, B, method).
+
+    × ours AR: `paired_speedup`, the median of the paired repeats where they were kept;
+    tok/fwd: new tokens per target forward per row (the batch's tokens / forwards / B);
+    row tok/fwd: the mean over rows of each row's own tokens / the forwards it ran in (records
+    with the per-row counts only); yield: draft yield, accepted / drafted (drafts after a first
+    rejection count as not accepted); α̂: mean Σ min(p, q) over the checked drafts.
+    """
+    rows = record["rows"]
+    bases = {(row_mix(r), r["batch"]): r for r in rows if r["method"] == "ours autoregressive"}
+    show_mix = len({row_mix(r) for r in rows}) > 1 or "mix" in rows[0]
+    lines = [("mix    " if show_mix else "") +
+             f"{'B':>3}  {'method':<28} {'tok/s':>8} {'× ours AR':>9} {'tok/fwd':>8} "
+             f"{'row tok/fwd':>11} {'yield':>6} {'α̂':>5} {'identical':>9}"]
+    for r in rows:
         forwards = r.get("target_forwards")
         per_forward = f"{r['new_tokens'] / forwards / r['batch']:8.2f}" if forwards else f"{'-':>8}"
-        accept = f"{r['accepted'] / r['drafted']:7.2f}" if r.get("drafted") else f"{'-':>7}"
-        lines.append(f"{r['batch']:>3}  {r['method']:<28} {r['tokens_per_s']:8.1f} "
-                     f"{r['speedup_vs_ours_ar']:9.2f} {per_forward} {accept} "
+        per_row = r.get("row_tokens_per_forward")
+        per_row = f"{statistics.mean(per_row):11.2f}" if per_row else f"{'-':>11}"
+        accept = f"{r['accepted'] / r['drafted']:6.2f}" if r.get("drafted") else f"{'-':>6}"
+        alpha = f"{r['alpha_hat']:5.2f}" if "alpha_hat" in r else f"{'-':>5}"
+        lines.append((f"{row_mix(r):<7}" if show_mix else "") +
+                     f"{r['batch']:>3}  {r['method']:<28} {r['tokens_per_s']:8.1f} "
+                     f"{paired_speedup(r, bases[row_mix(r), r['batch']]):9.2f} {per_forward} "
+                     f"{per_row} {accept} {alpha} "
                      f"{r['identical_rows']:>4}/{r['batch']:<4}")
     forward = record["batch_forward"]
-    k = forward["tokens_per_row"][-1]
-    lines.append(f"\none target forward, B rows × {k} tokens over B rows × 1 token: " + ", ".join(
-        f"B={b}: {forward['median_ms'][f'{b}x{k}'] / forward['median_ms'][f'{b}x1']:.2f}×"
-        for b in forward["batch_sizes"]))
+    samples, median = forward.get("samples_ms", {}), forward["median_ms"]
+
+    def ratio(b, k):  # the median of the paired repeats where they were kept
+        if f"{b}x{k}" in samples:
+            return statistics.median(m / o for m, o in zip(samples[f"{b}x{k}"], samples[f"{b}x1"]))
+        return median[f"{b}x{k}"] / median[f"{b}x1"]
+
+    lines.append("")
+    for k in forward["tokens_per_row"][1:]:
+        lines.append(f"one target forward, B rows × {k} tokens over B rows × 1 token: " + ", ".join(
+            f"B={b}: {ratio(b, k):.2f}×" for b in forward["batch_sizes"]))
     return "\n".join(lines)
 
 
@@ -157,9 +267,15 @@ def main(argv=None) -> dict:
     parser.add_argument("--num-pred", type=int, default=8, help="prompt lookup draft length")
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--group", choices=GROUPS, default=None, help="eval prompts of one group")
+    parser.add_argument("--mix", nargs="+", choices=MIXES, default=["mixed"],
+                        help="mixed: the first B prompts; same: B copies of one prompt")
+    parser.add_argument("--prompt", default=None,
+                        help="the prompt id copied by --mix same (default: the first of --group)")
     parser.add_argument("--methods", nargs="+", choices=METHODS, default=METHODS,
                         help="which to run (our autoregressive always runs: it is the reference)")
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--forward-repeats", type=int, default=7,
+                        help="repeats of each single-forward timing (at least 5)")
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--device", default=None, help="cuda when available, else cpu")
     parser.add_argument("--dtype", choices=sorted(DTYPES), default=None)

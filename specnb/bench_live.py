@@ -1,27 +1,34 @@
-"""One prompt, run live: the numbers behind the notebooks' widgets (notebooks 05 and 09).
+"""One prompt, run live: the numbers behind notebooks 05, 09 and 10 and their widgets.
 
 `speculative_summary` runs `specnb.speculative` once and counts what its trace shows (tokens
-per iteration, acceptance by draft position, α̂ and the eq. 1 prediction); `race` times our
-autoregressive loop, our speculative loop and `generate(assistant_model=…)` on one prompt at
-one (γ, temperature) with the benchmark harness's own functions. Both return plain dicts:
-`specnb.viz.trace.format_summary` / `plot_speculative_summary` and
-`specnb.viz.timing.format_race` show them.
+per iteration, draft yield, per-position acceptance, α̂ and the eq. 1 prediction); `race` times
+our autoregressive loop, our speculative loop and `generate(assistant_model=…)` on one prompt at
+one (γ, temperature) with the benchmark harness's own functions; `clock_against_theory` times
+our autoregressive loop and several (drafter, γ) on one prompt, repeats interleaved, and puts
+each measured speedup beside Thm 3.8 and the prediction that charges the measured checking
+cost; `overlap_by_temperature` measures α̂ = mean Σ min(p_T, q_T) along a fixed answer, for
+many temperatures from one forward of each model (cheap curves for a widget). All return plain
+dicts: `specnb.viz.trace`, `specnb.viz.timing` and `specnb.viz.gamma_temperature` show them.
 
-It deliberately draws and prints nothing, and runs no sweep (that is `python -m specnb.bench`).
+It deliberately draws and prints nothing, and runs no sweep over prompts (that is
+`python -m specnb.bench`).
 
 Example: speculative_summary(target, target, ids, gamma=4, max_new_tokens=10) -> alpha_hat 1.0,
 two iterations of 5 tokens.
 """
 
 import math
+import statistics
 from collections import Counter
 
 import torch
 
-from . import speculative
+from . import autoregressive, speculative
 from .bench import methods, parse_args, timed
+from .core import logits_to_probs
 from .theory import estimate_alpha, estimate_cost_ratio, expected_tokens_per_iteration, \
     predicted_speedup
+from .viz.timing import predicted_with_block_cost, relative_cost
 
 
 def speculative_summary(target, draft, ids, gamma=4, temperature=0.0, seed=0,
@@ -29,7 +36,7 @@ def speculative_summary(target, draft, ids, gamma=4, temperature=0.0, seed=0,
     """Run `specnb.speculative` once and return its numbers (the widgets' callback).
 
     Keys: gamma, temperature, new_tokens, iterations, target_forwards, draft_forwards,
-    acceptance_rate, alpha_hat, tokens_per_iteration (measured), expected_tokens_per_iteration
+    draft_yield (accepted / drafted; also under its older name acceptance_rate), alpha_hat, tokens_per_iteration (measured), expected_tokens_per_iteration
     (eq. 1 at α̂), emitted_counts {tokens emitted in one iteration: iterations},
     accepted_by_position [[accepted, reached] per draft position], wall_s.
     """
@@ -47,7 +54,8 @@ def speculative_summary(target, draft, ids, gamma=4, temperature=0.0, seed=0,
                                                                                     gamma)
     return {"gamma": gamma, "temperature": temperature, "new_tokens": stats.new_tokens,
             "iterations": stats.iterations, "target_forwards": stats.target_forwards,
-            "draft_forwards": stats.draft_forwards, "acceptance_rate": stats.acceptance_rate,
+            "draft_forwards": stats.draft_forwards, "draft_yield": stats.draft_yield,
+            "acceptance_rate": stats.draft_yield,
             "alpha_hat": alpha_hat, "tokens_per_iteration": stats.new_tokens / stats.iterations,
             "expected_tokens_per_iteration": expected,
             "emitted_counts": dict(sorted(Counter(len(it.emitted) for it in result.trace).items())),
@@ -61,7 +69,7 @@ def race(target, draft, ids, gamma: int = 4, temperature: float = 0.0, max_new_t
     Uses the harness's `specnb.bench.methods` and `timed`; each method gets a generator seeded
     with `seed`. Returns {"gamma", "temperature", "seconds", "tokens_per_s", "new_tokens",
     "target_forwards" (dicts by method), "speedup", "speedup_vs_hf_assisted", "alpha_hat",
-    "c_hat", "predicted", "identical" (greedy: all three equal; sampled: None)}.
+    "draft_yield", "c_hat", "predicted", "identical" (greedy: all three equal; sampled: None)}.
     """
     if int(gamma) != gamma or gamma < 1:
         raise ValueError(f"gamma must be an integer >= 1, got {gamma}")
@@ -92,6 +100,103 @@ def race(target, draft, ids, gamma: int = 4, temperature: float = 0.0, max_new_t
                                 names["hf"]: results["hf"].target_forwards},
             "speedup": seconds[names["ar"]] / seconds[names["spec"]],
             "speedup_vs_hf_assisted": seconds[names["hf"]] / seconds[names["spec"]],
-            "alpha_hat": alpha_hat, "c_hat": c_hat, "predicted": predicted,
+            "alpha_hat": alpha_hat, "draft_yield": results["spec"].stats.draft_yield,
+            "c_hat": c_hat, "predicted": predicted,
             "identical": tokens["ar"] == tokens["spec"] == tokens["hf"] if temperature == 0
             else None}
+
+
+def clock_against_theory(target, drafters: dict, ids, latency: dict, repeats: int = 5,
+                         warmup: int = 1, max_new_tokens: int = 24) -> dict:
+    """Greedy, one prompt: time our autoregressive loop and each drafter, against the theory.
+
+    `drafters` maps a name to (drafter, γ), e.g. {"draft γ=2": (draft, 2)}; `latency` is a
+    `measure_forward_latency` result covering k = 1 .. γ+1 (the checking cost t(γ+1)/t(1)).
+    Every method runs `warmup` times, then `repeats` rounds each time every method once
+    (interleaved, so a slow moment of the machine hits all methods alike); a round's speedup is
+    autoregressive seconds / the method's seconds in that round.
+
+    Returns {"repeats", "max_new_tokens", "seconds": {name: [s per round]},
+    "autoregressive_median_s", "autoregressive_tokens" (the greedy answer), "rows": [one dict
+    per drafter: name, gamma, median_s, speedup (median), speedup_min, speedup_max,
+    tokens_per_forward, draft_yield, alpha_hat, c_hat, checking_cost, predicted (Thm 3.8),
+    predicted_with_checking, identical]}. The autoregressive loop is row-less: its time is the
+    denominator of every speedup.
+
+    Example: a drafter equal to the target at γ = 3 and α̂ = 1 -> tokens_per_forward near 4.
+    """
+    if not drafters:
+        raise ValueError("drafters must map at least one name to (drafter, gamma)")
+    for name, entry in drafters.items():
+        if not (isinstance(entry, tuple) and len(entry) == 2 and int(entry[1]) == entry[1]
+                and entry[1] >= 1):
+            raise ValueError(f"drafters[{name!r}] must be (drafter, gamma) with an integer "
+                             f"gamma >= 1, got {entry!r}")
+    if int(repeats) != repeats or repeats < 1:
+        raise ValueError(f"repeats must be an integer >= 1, got {repeats}")
+    if int(warmup) != warmup or warmup < 0:
+        raise ValueError(f"warmup must be an integer >= 0, got {warmup}")
+    runs = {"autoregressive": lambda: autoregressive(target, ids, max_new_tokens=max_new_tokens)}
+    for name, (drafter, gamma) in drafters.items():
+        runs[name] = (lambda d=drafter, g=int(gamma): speculative(
+            target, d, ids, gamma=g, max_new_tokens=max_new_tokens))
+    for _ in range(int(warmup)):
+        for run in runs.values():
+            run()
+    seconds = {name: [] for name in runs}
+    results = {}
+    for _ in range(int(repeats)):
+        for name, run in runs.items():
+            results[name], elapsed, _ = timed(run, 1, target.device)
+            seconds[name].append(elapsed)
+    plain = results["autoregressive"]
+    rows = []
+    for name, (_, gamma) in drafters.items():
+        gamma, result = int(gamma), results[name]
+        ratios = [a / b for a, b in zip(seconds["autoregressive"], seconds[name])]
+        alpha_hat, c_hat = estimate_alpha(result), estimate_cost_ratio(result, plain)
+        checking = relative_cost(latency, gamma + 1)
+        known = not (math.isnan(alpha_hat) or math.isnan(c_hat))
+        rows.append({
+            "name": name, "gamma": gamma, "median_s": statistics.median(seconds[name]),
+            "speedup": statistics.median(ratios), "speedup_min": min(ratios),
+            "speedup_max": max(ratios), "tokens_per_forward": result.stats.tokens_per_forward,
+            "draft_yield": result.stats.draft_yield, "alpha_hat": alpha_hat, "c_hat": c_hat,
+            "checking_cost": checking,
+            "predicted": predicted_speedup(alpha_hat, gamma, c_hat) if known else math.nan,
+            "predicted_with_checking": (predicted_with_block_cost(alpha_hat, gamma, c_hat, checking)
+                                        if known else math.nan),
+            "identical": result.tokens == plain.tokens})
+    return {"repeats": int(repeats), "max_new_tokens": int(max_new_tokens),
+            "autoregressive_median_s": statistics.median(seconds["autoregressive"]),
+            "autoregressive_tokens": plain.tokens[0],
+            "seconds": seconds, "rows": rows}
+
+
+def overlap_by_temperature(target, draft, ids, answer_tokens, temperatures) -> dict:
+    """α̂(T) = mean over the answer's positions of Σ_x min(p_T(x), q_T(x)), for each T.
+
+    One forward of each model over prompt + answer (teacher forcing: both read the same
+    answer, e.g. the target's greedy one), then only softmaxes, so a grid of temperatures
+    costs next to nothing. At T = 0 both laws are one-hot and α̂ is the top-1 agreement.
+    `draft` must be a model over the target's vocabulary (not a feature head).
+
+    Example: draft = target -> 1.0 at every T.
+    """
+    temperatures = [float(t) for t in temperatures]
+    if not temperatures or min(temperatures) < 0:
+        raise ValueError(f"temperatures must be a non-empty list of values >= 0, got "
+                         f"{temperatures}")
+    answer = [int(t) for t in answer_tokens]
+    if not answer:
+        raise ValueError("answer_tokens must hold at least one token id")
+    ids = torch.as_tensor(ids).reshape(1, -1).to(target.device)
+    sequence = torch.cat([ids, torch.tensor([answer], device=ids.device)], dim=1)  # [1, L + n]
+    with torch.inference_mode():
+        # the logits at position i predict token i + 1: those of the n answer tokens
+        target_logits = target(sequence).logits[0, -len(answer) - 1:-1].float()  # [n, V]
+        draft_logits = draft(sequence.to(draft.device)).logits[0, -len(answer) - 1:-1].float()
+    draft_logits = draft_logits.to(target_logits.device)
+    return {t: float(torch.minimum(logits_to_probs(target_logits, t),
+                                   logits_to_probs(draft_logits, t)).sum(-1).mean())
+            for t in temperatures}

@@ -28,9 +28,50 @@ def params():
             for name in NOTEBOOKS]
 
 
-def test_five_exercises():
+def test_six_exercises():
     assert NOTEBOOKS == ["01_acceptance_test.ipynb", "02_batched_verify.ipynb",
-                         "03_ngram_lookup.ipynb", "04_jacobi.ipynb", "05_alpha_c_and_gamma.ipynb"]
+                         "03_ngram_lookup.ipynb", "04_jacobi.ipynb", "05_alpha_c_and_gamma.ipynb",
+                         "06_testing_a_sampler.ipynb"]
+
+
+def points_table():
+    """{notebook: {grade_id: points}} of the auto-graded and hand-graded cells."""
+    return {name: {assignments.grading(c)["grade_id"]: assignments.grading(c)["points"]
+                   for c in nbformat.read(SOURCE / name, as_version=4).cells
+                   if assignments.grading(c).get("grade")} for name in NOTEBOOKS}
+
+
+def test_batched_verify_is_worth_the_most_and_the_readme_states_every_weight():
+    table = points_table()
+    weights = {grade_id: points for cells in table.values() for grade_id, points in cells.items()}
+    assert max(weights, key=weights.get) == "ex2-verify-tests"
+    assert weights["ex2-verify-tests"] >= 2 * max(w for g, w in weights.items()
+                                                  if g != "ex2-verify-tests")
+    readme = (SOURCE.parent / "README.md").read_text()
+    for grade_id, points in weights.items():
+        assert f"| `{grade_id}` | {points:g} |" in readme, grade_id
+    total = sum(p for g, p in weights.items() if g != "ex5-reflection")
+    assert f"{total:g} auto-graded points" in readme
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_student_versions_import_no_library_implementation(name, tmp_path):
+    """The released notebook never hands the student the library's own answer: no cell imports
+    one (ex4's last cell compares with `specnb.jacobi` after the exercise, by attribute)."""
+    from specnb.checks.solution_code import find_library_uses, names_of
+
+    source = nbformat.read(SOURCE / name, as_version=4)
+    rules = assignments.write_yourself(source)
+    assert rules, "every assignment says which library implementations are off limits"
+    for test_ids in rules.values():
+        assert set(test_ids) <= set(points_table()[name])
+    names = names_of(list(rules))
+    student = assignments.student_version(source)
+    for cell in student.cells:
+        if cell.cell_type != "code" or assignments.grading(cell)["grade_id"] == "ex4-forwards-code":
+            continue
+        assert find_library_uses(cell.source, names) == [], cell.source[:80]
+    assert "library_" not in json.dumps([c.source for c in student.cells])
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
@@ -137,3 +178,100 @@ def test_grade_restores_tampered_test_cells(tmp_path):
     nbformat.write(notebook, path)
     rows = assignments.grade_notebook(path, SOURCE / path.name, timeout=120)
     assert [(got, error.split(":")[0]) for _, got, _, error in rows] == [(0.0, "CheckFailed")]
+
+
+# ----------------------------------------------------------------------------------------------
+# `grade` on a tiny assignment: wrappers, and submissions that cannot be graded normally
+# ----------------------------------------------------------------------------------------------
+
+def tiny_cell(kind, grade_id, source, **flags):
+    cell = (nbformat.v4.new_code_cell if kind == "code" else nbformat.v4.new_markdown_cell)(source)
+    cell.metadata["nbgrader"] = {"grade": False, "solution": False, "locked": True,
+                                 "schema_version": 3, "grade_id": grade_id, "task": False,
+                                 **flags}
+    return cell
+
+
+def tiny_assignment(solution):
+    """One solution cell (`double(x)`) and one 2-point test cell, which forbids the library's
+    `verify` (standing in for the function an exercise asks for). `solution` is the solution
+    cell's code, or a list: the solution cell, then cells the student added."""
+    solution, *added = [solution] if isinstance(solution, str) else solution
+    notebook = nbformat.v4.new_notebook()
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                       "language": "python"}
+    notebook.metadata["specnb"] = {"write_yourself": {"specnb.core.verify:verify": ["tiny-tests"]}}
+    notebook.cells = [
+        tiny_cell("code", "tiny-solution", solution, solution=True, locked=False),
+        *[nbformat.v4.new_code_cell(code) for code in added],
+        tiny_cell("code", "tiny-tests", "assert double(3) == 6, 'double(3) should be 6'",
+                  grade=True, points=2),
+    ]
+    return notebook
+
+
+HONEST = "def double(x):\n    ### BEGIN SOLUTION\n    return 2 * x\n    ### END SOLUTION"
+SUBMISSIONS = [  # (student, solution cell or raw file text, points, message fragment)
+    ("honest", "import torch\ndef double(x):\n    return int(torch.tensor(x) * 2)", 2, None),
+    ("wrapper", "from specnb.core import verify\ndef double(x):\n    return 2 * x", 0,
+     "uses the library's own specnb.core.verify.verify (cell 'tiny-solution', line 1"),
+    ("importlib", "import importlib\ncore = importlib.import_module('specnb.core')\n"
+                  "def double(x):\n    return 2 * x", 0, "dynamic import"),
+    ("raises", "raise RuntimeError('oops')\ndef double(x):\n    return 2 * x", 0,
+     "NameError: name 'double' is not defined"),
+    ("cell-hangs", "import time\ntime.sleep(60)\ndef double(x):\n    return 2 * x", 0,
+     "ran over 3 s and was interrupted"),
+    ("notebook-hangs", ["import time\ntime.sleep(2.5)", "time.sleep(2.5)", "time.sleep(2.5)",
+                        "def double(x):\n    return 2 * x"], 0, "the notebook ran over 6 s"),
+    ("wrapper-in-an-added-cell", ["def double(x):\n    return 2 * x", "import specnb\n"
+                                  "specnb.core.verify"], 0, "your cell 1, line 2"),
+    ("kernel-dies", "import os\nos._exit(1)", 0, "grading stopped: DeadKernelError"),
+    ("not-json", "{this is not json", 0, "not a notebook: invalid JSON"),
+    ("not-a-notebook", '{"cells": 3}', 0, "not a notebook"),
+]
+
+
+@pytest.mark.slow  # one Jupyter kernel per submission, two of them wait for timeouts: ~30 s
+def test_grade_scores_each_submission_and_carries_on(tmp_path, capfd):
+    source_dir = tmp_path / "source"
+    source_dir.mkdir()
+    nbformat.write(tiny_assignment(HONEST), source_dir / "tiny.ipynb")
+    for student, solution, _, _ in SUBMISSIONS:
+        folder = tmp_path / "submitted" / student
+        folder.mkdir(parents=True)
+        if isinstance(solution, str) and solution.startswith("{"):
+            (folder / "tiny.ipynb").write_text(solution)
+        else:
+            nbformat.write(tiny_assignment(solution), folder / "tiny.ipynb")
+    report = tmp_path / "report.txt"
+    with report.open("w") as stream:
+        results = assignments.grade([tmp_path / "submitted"], source_dir, timeout=3,
+                                    stream=stream, notebook_timeout=6)
+    by_student = {pathlib.Path(path).parent.name: rows for path, rows in results.items()}
+    for student, _, points, fragment in SUBMISSIONS:
+        ((grade_id, got, possible, message),) = by_student[student]
+        assert (grade_id, got, possible) == ("tiny-tests", points, 2.0), (student, message)
+        assert fragment is None and message is None or fragment in message, (student, message)
+    text = report.read_text()
+    assert "Traceback" not in text and "WARNING" not in text and "ERROR" not in text
+    assert text.count("total ") == len(SUBMISSIONS)
+    assert f"total {tmp_path / 'submitted' / 'honest'}: 2/2 auto-graded points" in text
+    assert capfd.readouterr().err == ""  # no kernel warnings, no nbclient timeout logs
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["grade", "/no/such/submission.ipynb"], "no such file or folder"),
+    (["grade", "--timeout", "0", "."], "--timeout must be >= 1"),
+    (["grade", "--notebook-timeout", "0", "."], "--notebook-timeout must be >= 1"),
+    (["--source", "/no/such/folder", "release"], "no folder of source notebooks"),
+    (["--source", "/no/such/folder", "grade", "."], "no folder of source notebooks"),
+])
+def test_missing_paths_and_bad_timeouts_exit_non_zero_with_a_message(argv, fragment, capsys):
+    with pytest.raises(SystemExit) as info:
+        assignments.main(argv)
+    assert info.value.code != 0 and fragment in capsys.readouterr().err
+
+
+def test_grade_refuses_a_missing_submission_when_called_from_python(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no such file or folder"):
+        assignments.grade([tmp_path / "absent"], SOURCE)

@@ -2,14 +2,17 @@
 
 import pytest
 
-from specnb.bench_live import race, speculative_summary
-from specnb.viz.timing import format_race
+from specnb.bench_latency import measure_forward_latency
+from specnb.bench_live import clock_against_theory, overlap_by_temperature, race, \
+    speculative_summary
+from specnb.viz.timing import format_clock, format_race
 from specnb.viz.trace import format_summary
 
 
 def test_speculative_summary_with_the_target_as_its_own_draft(target, prompts):
     summary = speculative_summary(target, target, prompts[0], gamma=4, max_new_tokens=10)
-    assert summary["alpha_hat"] == 1.0 and summary["acceptance_rate"] == 1.0
+    assert summary["alpha_hat"] == 1.0 and summary["draft_yield"] == 1.0
+    assert summary["acceptance_rate"] == summary["draft_yield"]  # the older key, kept
     assert summary["iterations"] == 2 and summary["new_tokens"] == 10
     assert summary["emitted_counts"] == {5: 2}
     assert summary["accepted_by_position"] == [[2, 2]] * 4
@@ -60,3 +63,46 @@ def test_race_sampled_is_reproducible(target, drafts, prompts):
 def test_race_bad_input(target, drafts, prompts, kwargs, name):
     with pytest.raises(ValueError, match=name):
         race(target, drafts["perturbed"], prompts[0], **kwargs)
+
+
+def test_clock_against_theory_on_tiny_models(target, drafts, prompts):
+    latency = measure_forward_latency(target, prefix_len=8, token_counts=[1, 2, 4], repeats=1)
+    clock = clock_against_theory(target, {"same γ=3": (drafts["same"], 3),
+                                          "perturbed γ=1": (drafts["perturbed"], 1)},
+                                 prompts[1], latency, repeats=2, warmup=0, max_new_tokens=8)
+    assert clock["repeats"] == 2 and set(clock["seconds"]) == {"autoregressive", "same γ=3",
+                                                                "perturbed γ=1"}
+    assert all(len(s) == 2 for s in clock["seconds"].values())
+    assert len(clock["autoregressive_tokens"]) == 8
+    same, perturbed = clock["rows"]
+    assert same["alpha_hat"] == 1.0 and same["draft_yield"] == 1.0 and same["identical"]
+    assert same["tokens_per_forward"] == pytest.approx(8 / 2)  # two iterations of 4 tokens
+    assert perturbed["identical"] and 0 <= perturbed["alpha_hat"] <= 1
+    for row in clock["rows"]:
+        assert row["speedup_min"] <= row["speedup"] <= row["speedup_max"]
+        assert row["checking_cost"] > 0 and row["predicted_with_checking"] > 0
+    assert "outputs identical to autoregressive: yes" in format_clock(clock)
+
+
+@pytest.mark.parametrize("kwargs, name", [({"drafters": {}}, "drafters"),
+                                          ({"drafters": {"x": (None, 0)}}, "gamma"),
+                                          ({"repeats": 0}, "repeats"), ({"warmup": -1}, "warmup")])
+def test_clock_against_theory_bad_input(target, drafts, prompts, kwargs, name):
+    arguments = {"drafters": {"same γ=1": (drafts["same"], 1)}, "repeats": 1, **kwargs}
+    latency = {"token_counts": [1, 2], "median_ms": [1.0, 1.0]}
+    with pytest.raises(ValueError, match=name):
+        clock_against_theory(target, arguments.pop("drafters"), prompts[0], latency, **arguments)
+
+
+def test_overlap_by_temperature(target, drafts, prompts):
+    answer = [3, 5, 7, 2, 9]
+    same = overlap_by_temperature(target, drafts["same"], prompts[0], answer, [0.0, 0.7, 1.0])
+    assert list(same) == [0.0, 0.7, 1.0] and all(v == pytest.approx(1.0) for v in same.values())
+    other = overlap_by_temperature(target, drafts["random"], prompts[0], answer, [0.0, 1.0])
+    assert all(0.0 <= v <= 1.0 for v in other.values()) and other[1.0] < 1.0
+    # at T = 0 the overlap is the top-1 agreement along the answer: a multiple of 1/5
+    assert other[0.0] * 5 == pytest.approx(round(other[0.0] * 5))
+    with pytest.raises(ValueError, match="temperatures"):
+        overlap_by_temperature(target, drafts["same"], prompts[0], answer, [-0.5])
+    with pytest.raises(ValueError, match="answer_tokens"):
+        overlap_by_temperature(target, drafts["same"], prompts[0], [], [0.0])

@@ -293,7 +293,7 @@ def test_reference_loop_over_the_library_step_passes():
 
 def alpha_from_trace(result):
     overlaps = [d.overlap for it in result.trace for d in it.drafted if d.status != "unverified"]
-    return sum(overlaps) / len(overlaps)
+    return sum(overlaps) / len(overlaps) if overlaps else float("nan")
 
 
 def cost_ratio(spec, ar):
@@ -360,3 +360,133 @@ def test_measurements_and_timing_table_check_consistency_only(capsys):
     with pytest.raises(CheckFailed, match="at least two different"):
         checks.check_timing_table(rows[:1], alpha_hat, c_hat)
     assert math.isfinite(c_hat) and "✓ timing table passed" in capsys.readouterr().out
+
+
+def test_alpha_from_a_run_without_verified_drafts_must_be_nan():
+    def no_nan(result):
+        overlaps = [d.overlap for it in result.trace for d in it.drafted
+                    if d.status != "unverified"]
+        return sum(overlaps) / max(len(overlaps), 1)
+    expect_failure(checks.check_estimate_alpha, no_nan, "float('nan')")
+
+
+# ----------------------------------------------------------------------------------------------
+# Reasoning items: E[tokens], the bootstrap (5), laws of broken variants, χ², find the bug (6)
+# ----------------------------------------------------------------------------------------------
+
+def expected_tokens(alpha, gamma):
+    return gamma + 1.0 if alpha == 1 else (1 - alpha ** (gamma + 1)) / (1 - alpha)
+
+
+def bootstrap_alpha(overlaps, num_resamples, level, generator, *, replace=True, of_means=True):
+    overlaps = torch.as_tensor(overlaps, dtype=torch.float64)
+    if replace:
+        indices = torch.randint(0, len(overlaps), (num_resamples, len(overlaps)),
+                                generator=generator)
+    else:
+        indices = torch.stack([torch.randperm(len(overlaps), generator=generator)
+                               for _ in range(num_resamples)])
+    values = overlaps[indices].mean(dim=1) if of_means else overlaps
+    return (float(values.quantile((1 - level) / 2)), float(values.quantile((1 + level) / 2)))
+
+
+def law_resample_from_p(p, q):
+    overlap = torch.minimum(p, q)
+    return overlap + (1 - overlap.sum()) * p
+
+
+def law_greedy_draft(p, q):
+    best = int(q.argmax())
+    keep = min(1.0, float(p[best] / q[best]))
+    law = (1 - keep) * residual_distribution(p, q)
+    law[best] += keep
+    return law
+
+
+def chi2_pvalue(counts, probs, *, drop_zero=True):
+    from scipy.stats import chi2
+    counts, probs = (torch.tensor(x, dtype=torch.float64) for x in (counts, probs))
+    expected = probs / probs.sum() * counts.sum()
+    if (counts[expected == 0] > 0).any():
+        return 0.0
+    kept = expected > 0 if drop_zero else torch.ones_like(expected, dtype=torch.bool)
+    statistic = float(((counts[kept] - expected[kept]) ** 2 / expected[kept]).nan_to_num().sum())
+    return float(chi2.sf(statistic, int(kept.sum()) - 1))
+
+
+def make_find_broken(num_draws=20_000, level=1e-3):
+    def find_broken(samplers, target_probs, generator):
+        return {name for name, sampler in samplers.items()
+                if chi2_pvalue(torch.bincount(sampler(num_draws, generator),
+                                              minlength=len(target_probs)).tolist(),
+                               target_probs.tolist()) < level}
+    return find_broken
+
+
+def test_reasoning_references_pass(capsys):
+    checks.check_expected_tokens(expected_tokens)
+    checks.check_bootstrap(bootstrap_alpha)
+    checks.check_broken_law(law_resample_from_p, "resample_from_p")
+    checks.check_broken_law(law_greedy_draft, "greedy_draft")
+    checks.check_chi2_pvalue(chi2_pvalue)
+    checks.check_find_broken(make_find_broken())
+    checks.check_overlap_prediction(0.5)
+    checks.check_prediction("why", "B ", "b", "hint")
+    assert capsys.readouterr().out.count("✓") == 8
+
+
+def test_suspect_samplers_follow_their_enumerated_laws():
+    """Each suspect's samples match the law `exact_law` gives its variant (so the truth the
+    check holds is right), and the broken ones are far from p."""
+    from specnb.checks import laws
+    from specnb.stats import chi2_pvalue as library_pvalue
+    p, q = laws.SUSPECT_TARGET, laws.SUSPECT_DRAFT
+    for label, sampler in laws.suspects(0).items():
+        variant = laws._truth(0)[label]
+        tokens = sampler(20_000, torch.Generator().manual_seed(1))
+        assert library_pvalue(tokens, laws.VARIANTS[variant](p, q)) > 1e-3, variant
+        distance = 0.5 * float((laws.VARIANTS[variant](p, q) - p).abs().sum())
+        assert (distance > 0.05) == (variant != "exact"), variant
+
+
+@pytest.mark.parametrize("check, broken, hint", [
+    (checks.check_expected_tokens, lambda a, g: (1 - a ** g) / (1 - a) if a < 1 else g,
+     "you forgot the token the target adds"),
+    (checks.check_expected_tokens, lambda a, g: (1 - a ** (g + 1)) / (1 - a), "0/0"),
+    (checks.check_bootstrap, lambda *args: bootstrap_alpha(*args, of_means=False), "too wide"),
+    (checks.check_bootstrap, lambda *args: bootstrap_alpha(*args, replace=False), "too narrow"),
+    (checks.check_bootstrap, lambda o, b, l, g: bootstrap_alpha(o, b, l, None),
+     "`generator` argument"),
+    (lambda fn: checks.check_broken_law(fn, "resample_from_p"), lambda p, q: p.clone(),
+     "this variant is biased"),
+    (lambda fn: checks.check_broken_law(fn, "greedy_draft"), law_resample_from_p, "argmax q"),
+    (checks.check_chi2_pvalue, lambda c, p: chi2_pvalue(c, p, drop_zero=False),
+     "drop the cells of probability 0"),
+    (checks.check_find_broken, make_find_broken(num_draws=300), "draw more samples"),
+    (checks.check_find_broken, make_find_broken(level=0.9), "level too lax"),
+])
+def test_reasoning_mistakes(check, broken, hint):
+    expect_failure(check, broken, hint)
+
+
+def test_a_prediction_left_at_none_says_so():
+    expect_failure(lambda value: checks.check_prediction("gamma_star_at_08", value, 6, "h"),
+                   None, "still None")
+
+
+def test_check_failures_show_as_a_short_message_in_ipython():
+    """`short_tracebacks` makes IPython show a CheckFailed as one line, not the check's source."""
+    from IPython.core.interactiveshell import InteractiveShell
+    from specnb.checks.report import short_tracebacks
+
+    shown = []
+    shell = InteractiveShell.instance()
+    shell._showtraceback = lambda etype, value, stb: shown.append(stb)
+    try:
+        assert short_tracebacks(shell)
+        shell.run_cell("from specnb.checks import CheckFailed\n"
+                       "raise CheckFailed('verify gave a wrong answer.')")
+    finally:
+        shell.set_custom_exc((), None)
+        InteractiveShell.clear_instance()
+    assert shown == [["CheckFailed: verify gave a wrong answer."]]

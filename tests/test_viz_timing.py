@@ -7,9 +7,9 @@ import matplotlib.pyplot as plt
 import pytest
 
 import specnb
-from specnb.viz.timing import (format_race, format_targets, gamma_table, load_records,
-                               plot_latency_curves, plot_speedup_vs_gamma,
-                               predicted_with_block_cost, relative_cost, targets_check)
+from specnb.viz.timing import (format_clock, format_race, gamma_table, load_records,
+                               plot_clock_against_theory, plot_latency_curves,
+                               plot_speedup_vs_gamma, predicted_with_block_cost, relative_cost)
 
 
 def spec_line(gamma, speedup, predicted, alpha, cost):
@@ -113,16 +113,39 @@ def test_predicted_with_block_cost_hand_computed():
         predicted_with_block_cost(1.5, 2, 0.1, 1.0)
 
 
-def test_targets_check():
-    record = {"summary": {
-        "all": [{"method": "ours speculative γ=2", "speedup_vs_peer": 1.25,
-                 "measured_over_predicted": 0.85},
-                {"method": "HF assisted γ=2", "speedup_vs_peer": math.nan}],
-        "input-grounded": [{"method": "ours prompt lookup k=10", "speedup_vs_peer": 1.05}]}}
-    checks = targets_check(record)
-    assert [(c["value"], c["target"], c["met"]) for c in checks] == [
-        (1.25, 1.2, True), (1.05, 1.1, False), (0.85, 0.9, False)]
-    text = format_targets(checks)
-    assert text.count("not met") == 2 and "HF prompt lookup" in text
-    with pytest.raises(ValueError, match="summary"):
-        targets_check({})
+def test_latency_band_from_samples():
+    cpu = {"token_counts": [1, 2], "median_ms": [10.0, 12.0],
+           "samples_ms": [[9.0, 10.0, 11.0], [12.0, 12.0, 15.0]]}
+    fig = plot_latency_curves({"cpu": cpu})
+    absolute = fig.axes[0]
+    assert len(absolute.collections) == 1  # the min–max band
+    assert "median of 3" in absolute.get_title()
+    plt.close(fig)
+
+
+CLOCK = {"repeats": 5, "max_new_tokens": 24, "autoregressive_median_s": 1.2,
+         "rows": [{"name": "draft γ=2", "gamma": 2, "median_s": 1.5, "speedup": 0.8,
+                   "speedup_min": 0.7, "speedup_max": 0.9, "tokens_per_forward": 1.4,
+                   "draft_yield": 0.2, "alpha_hat": 0.3, "c_hat": 0.1, "checking_cost": 1.6,
+                   "predicted": 1.1, "predicted_with_checking": 0.75, "identical": True}]}
+
+
+def test_format_clock_from_a_hand_made_result():
+    lines = format_clock(CLOCK).splitlines()
+    assert len(lines) == 3 and "α̂" in lines[0] and "draft yield" in lines[0]
+    assert lines[1].split()[2:] == ["1.40", "0.200", "0.300", "0.100", "1.60", "1.10×", "0.75×",
+                                    "0.80×", "(0.70–0.90)"]
+    assert "timed 5 times" in lines[2] and lines[2].endswith("yes")
+    with pytest.raises(ValueError, match="clock_against_theory"):
+        format_clock({"rows": []})
+
+
+def test_plot_clock_against_theory_draws_spread_and_n():
+    fig = plot_clock_against_theory(CLOCK, title="t")
+    axes = fig.axes[0]
+    heights = [bar.get_height() for bar in axes.patches]
+    assert heights == pytest.approx([1.1, 0.75, 0.8])  # Thm 3.8, with checking, measured
+    assert any(t.get_text() == "n=5" for t in axes.texts)
+    assert axes.get_title() == "t" and "speedup" in axes.get_ylabel() and axes.get_xlabel()
+    assert len(axes.lines) >= 2  # the error bar's caps
+    plt.close(fig)

@@ -108,7 +108,7 @@ def test_format_summary_is_rounded_and_has_no_timing():
     lines = trace.format_summary(summary).splitlines()
     assert len(lines) == 10 and not any("wall" in line for line in lines)
     assert lines[7].split() == ["alpha_hat", "0.3333"]
-    assert lines[6].split() == ["acceptance_rate", "0.1235"]
+    assert lines[6].split() == ["draft_yield", "0.1235"]  # an older record, read by its old key
 
 
 def test_plot_speculative_summary_bars_and_law():
@@ -123,7 +123,10 @@ def test_plot_speculative_summary_bars_and_law():
     heights = [p.get_height() for p in right.patches]
     assert heights[:2] == [0.5, 0.5] and math.isnan(heights[2])  # position 3 never reached
     assert "γ = 3" in left.get_title() and left.get_xlabel() and left.get_ylabel()
-    assert right.get_title() == "Acceptance by draft position" and right.get_ylabel()
+    assert right.get_title() == "Per-position acceptance" and right.get_ylabel()
+    # each bar carries its n: iterations per size on the left, times reached on the right
+    assert [t.get_text() for t in left.texts] == ["n=2", "n=1", "n=0", "n=1"]
+    assert [t.get_text() for t in right.texts][:2] == ["n=4", "n=2"]  # unreached: no bar
 
 
 def test_plot_gamma_curves_follow_the_theorem():

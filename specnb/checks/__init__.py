@@ -8,19 +8,29 @@ generator seeded inside the check (`seed=` picks another set, e.g. for hidden te
     from specnb import checks
     checks.check_accept_probability(accept_probability)
 
-Exercises: 1 `acceptance`, 2 `verify`, 3 `ngram`, 4 `jacobi`, 5 `gamma`. The checks never
-look at how a function is written, only at what it returns.
+Exercises: 1 `acceptance`, 2 `verify`, 3 `ngram`, 4 `jacobi`, 5 `gamma` and `tokens`,
+6 `laws`. The checks look only at what a function returns; `solution_code` is what `grade` uses
+to read *how* it is written (no call of the library's own answer). Importing this package in
+IPython shows a failed check as its message alone (`report.short_tracebacks`).
 """
 
 from .acceptance import check_accept_probability, check_residual, check_verify_one
 from .gamma import check_best_gamma, check_cost_ratio, check_estimate_alpha, \
     check_measurements, check_predicted_speedup, check_timing_table
+from .laws import SUSPECT_DRAFT, SUSPECT_TARGET, check_broken_law, check_chi2_pvalue, check_find_broken, \
+    check_overlap_prediction, check_prediction, suspects
 from .jacobi import check_jacobi_loop, check_jacobi_step, tiny_model
 from .ngram import check_ngram_lookup
-from .report import CheckFailed
+from .report import CheckFailed, short_tracebacks
+from .tokens import check_bootstrap, check_expected_tokens
 from .verify import check_verify
 
-__all__ = ["CheckFailed", "check_accept_probability", "check_best_gamma", "check_cost_ratio",
+short_tracebacks()
+
+__all__ = ["CheckFailed", "SUSPECT_DRAFT", "SUSPECT_TARGET", "check_accept_probability", "check_best_gamma",
+           "check_bootstrap", "check_broken_law", "check_chi2_pvalue", "check_cost_ratio",
+           "check_expected_tokens", "check_find_broken", "check_overlap_prediction",
+           "check_prediction", "short_tracebacks", "suspects",
            "check_estimate_alpha", "check_jacobi_loop", "check_jacobi_step",
            "check_measurements", "check_ngram_lookup", "check_predicted_speedup",
            "check_residual", "check_timing_table", "check_verify", "check_verify_one",

@@ -70,7 +70,14 @@ def check_estimate_alpha(alpha_from_trace, seed: int = 0) -> None:
         hint = next((h for value, h in mistakes if _close(got, value)),
                     "mean of d.overlap over every drafted token d with d.status != 'unverified'")
         raise failure(name, given=given, expected=show(expected), got=show(got), hint=hint)
-    passed(name, 10)
+    empty = GenerationResult("speculative", [[]], Stats(), [Iteration()])  # nothing drafted
+    given = "a run whose only iteration drafted nothing (no verified draft)"
+    hint = "with no verified draft there is nothing to average: return float('nan')"
+    got = to_float(call(alpha_from_trace, empty, given=given, name=name, error_hint=hint),
+                   name, given)
+    if not math.isnan(got):
+        raise failure(name, given=given, expected="nan", got=show(got), hint=hint)
+    passed(name, 11)
 
 
 def check_cost_ratio(cost_ratio, seed: int = 0) -> None:

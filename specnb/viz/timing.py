@@ -5,15 +5,15 @@ devices, absolute and relative to one token per forward. `gamma_table` and
 `plot_speedup_vs_gamma` read a benchmark record (`python -m specnb.bench`): measured speedup of
 our speculative loop and of transformers' assisted generation at each γ, the prediction at each
 γ from that run's α̂ and ĉ, and the whole predicted curve from the pooled α̂ and ĉ.
-`format_race` lays out what `specnb.bench_live.race` measured on one prompt (the widget).
-`load_records` finds recorded results (e.g. `bench-gpu*.json`). `relative_cost` and
-`predicted_with_block_cost` put the measured cost of a (γ+1)-token target forward back into
-Thm 3.8, which assumes it equals a one-token forward; `targets_check` compares a record with the
-figures issue #5 asks for.
+`format_race` lays out what `specnb.bench_live.race` measured on one prompt;
+`format_clock` and `plot_clock_against_theory` what `specnb.bench_live.clock_against_theory`
+measured (repeats, their spread, beside the predictions). `load_records` finds recorded results
+(e.g. `bench-gpu*.json`). `relative_cost` and `predicted_with_block_cost` put the measured cost
+of a (γ+1)-token target forward back into Thm 3.8, which assumes it equals a one-token forward.
 
 It deliberately runs no model and times nothing (that is `specnb.bench`, `specnb.bench_live`
-and `specnb.bench_latency`) and prints nothing; plots use pyplot so that a notebook cell shows
-them with `plt.show()`.
+and `specnb.bench_latency`) and prints nothing; functions return a Figure, which a notebook
+cell shows with `display(fig)`.
 
 Example: pooled α̂ = 0.5, ĉ = 0.1 -> predicted speedup at γ = 1 is 1.5 / 1.1 = 1.364.
 """
@@ -30,13 +30,10 @@ from matplotlib.figure import Figure
 from ..theory import predicted_speedup
 from .speedups import speculative_by_gamma
 
-TARGETS = {"speculative_vs_hf_assisted": 1.2, "prompt_lookup_vs_hf": 1.1,
-           "measured_over_predicted": 0.9}  # issue #5: CPU, embedded pair, greedy, 128 tokens
-
-
 def plot_latency_curves(curves: dict) -> Figure:
-    """{label: measure_forward_latency(...) result} -> two log-x panels: ms per forward, and
-    cost relative to one token per forward (with the "k separate forwards" line, k×)."""
+    """{label: measure_forward_latency(...) result} -> two log-x panels: ms per forward (the
+    min–max band of the repeats where "samples_ms" is there), and cost relative to one token
+    per forward (with the "k separate forwards" line, k×)."""
     if not curves:
         raise ValueError("curves must map at least one label to a measure_forward_latency result")
     for label, data in curves.items():
@@ -46,13 +43,23 @@ def plot_latency_curves(curves: dict) -> Figure:
                              f"'median_ms', with k = 1 among the counts")
     fig, (absolute, relative) = plt.subplots(1, 2, figsize=(11, 4))
     all_counts = sorted({k for data in curves.values() for k in data["token_counts"]})
+    repeats = set()  # how many forwards each drawn band summarizes
     for label, data in curves.items():
         counts, median_ms = data["token_counts"], data["median_ms"]
         one = median_ms[counts.index(1)]
-        absolute.plot(counts, median_ms, "o-", label=label)
-        relative.plot(counts, [ms / one for ms in median_ms], "o-", label=label)
+        samples = data.get("samples_ms")
+        if samples and len(samples) == len(counts) and all(samples):
+            repeats.add(min(len(x) for x in samples))
+        line, = absolute.plot(counts, median_ms, "o-", label=label)
+        relative.plot(counts, [ms / one for ms in median_ms], "o-", label=label,
+                      color=line.get_color())
+        if samples and len(samples) == len(counts) and all(samples):
+            absolute.fill_between(counts, [min(x) for x in samples], [max(x) for x in samples],
+                                  color=line.get_color(), alpha=0.2, linewidth=0)
     relative.plot(all_counts, all_counts, "--", color="grey", label="k separate forwards (k×)")
-    absolute.set_title("Time of one forward scoring k new tokens")
+    absolute.set_title("Time of one forward scoring k new tokens" + (
+        f"\n(median of {'/'.join(map(str, sorted(repeats)))} forwards; band: min–max)"
+        if repeats else ""), fontsize=10)
     absolute.set_ylabel("time per forward (ms)")
     relative.set_title("Cost relative to a one-token forward")
     relative.set_ylabel("time per forward / time at k = 1 (×)")
@@ -62,7 +69,7 @@ def plot_latency_curves(curves: dict) -> Figure:
         axes.set_xticks(all_counts, [str(k) for k in all_counts])
         axes.set_xlabel("new tokens scored in one forward, k")
         axes.grid(True, which="both", alpha=0.3)
-        axes.legend(fontsize=8)
+        axes.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     return fig
 
@@ -93,36 +100,6 @@ def predicted_with_block_cost(alpha: float, gamma: int, cost_ratio: float,
     # Same tokens per iteration, an iteration costing γc + block_cost instead of γc + 1.
     return predicted_speedup(alpha, gamma, cost_ratio) * (gamma * cost_ratio + 1) / (
         gamma * cost_ratio + block_cost)
-
-
-def targets_check(record: dict) -> list:
-    """Issue #5's figures against a record: [{"claim", "value", "target", "met"}].
-
-    Speculative ≥ 1.2× HF assisted at the same γ (all prompts), prompt lookup ≥ 1.1× HF prompt
-    lookup (input-grounded prompts), measured ≥ 0.9 × predicted speedup (all prompts).
-    """
-    if "summary" not in record:
-        raise ValueError("record has no 'summary'; pass what python -m specnb.bench wrote")
-    checks = []
-    for group, prefix, key, target, what in (
-            ("all", "ours speculative γ=", "speedup_vs_peer",
-             TARGETS["speculative_vs_hf_assisted"], "× HF assisted at the same γ"),
-            ("input-grounded", "ours prompt lookup k=", "speedup_vs_peer",
-             TARGETS["prompt_lookup_vs_hf"], "× HF prompt lookup (input-grounded)"),
-            ("all", "ours speculative γ=", "measured_over_predicted",
-             TARGETS["measured_over_predicted"], "measured / predicted speedup")):
-        for line in record["summary"].get(group, []):
-            if line["method"].startswith(prefix):
-                value = line.get(key, math.nan)
-                checks.append({"claim": f"{line['method']}: {what}", "value": value,
-                               "target": target, "met": bool(value >= target)})
-    return checks
-
-
-def format_targets(checks: list) -> str:
-    """One line per check: claim, measured value, target, met or not."""
-    return "\n".join(f"{c['claim']:<58}{c['value']:>6.2f}  (target ≥ {c['target']:.1f}: "
-                     f"{'met' if c['met'] else 'not met'})" for c in checks)
 
 
 def gamma_table(record: dict, group: str = "all") -> dict:
@@ -180,9 +157,11 @@ def format_race(result: dict) -> str:
         lines.append(f"{name:<24}{result['new_tokens'][name]:>7}"
                      f"{result['target_forwards'][name]:>11}{seconds:>9.3f}"
                      f"{result['tokens_per_s'][name]:>8.1f}")
+    yield_text = (f"draft yield {result['draft_yield']:.3f}, " if "draft_yield" in result else "")
     lines.append(f"speculative: {result['speedup']:.3f}x our autoregressive "
                  f"(predicted {result['predicted']:.3f}x from α̂ = {result['alpha_hat']:.3f}, "
-                 f"ĉ = {result['c_hat']:.3f}), {result['speedup_vs_hf_assisted']:.3f}x HF assisted")
+                 f"{yield_text}ĉ = {result['c_hat']:.3f}), "
+                 f"{result['speedup_vs_hf_assisted']:.3f}x HF assisted")
     same = {True: "yes", False: "NO", None: "(sampled: not compared)"}[result["identical"]]
     lines.append(f"outputs identical to autoregressive: {same}")
     return "\n".join(lines)
@@ -194,3 +173,56 @@ def load_records(directory, pattern: str = "bench-gpu*.json") -> dict:
     if not directory.is_dir():
         raise ValueError(f"directory {directory} does not exist; pass data/results")
     return {path.name: json.loads(path.read_text()) for path in sorted(directory.glob(pattern))}
+
+
+def format_clock(clock: dict) -> str:
+    """`specnb.bench_live.clock_against_theory`'s result as a table: counts, α̂, ĉ, the
+    checking cost, the two predictions and the measured speedup (median, min–max of rounds)."""
+    if not clock.get("rows"):
+        raise ValueError("clock must be what specnb.bench_live.clock_against_theory returned")
+    lines = [f"{'method':<22}{'tok/fwd':>8}{'draft yield':>12}{'α̂':>7}{'ĉ':>7}"
+             f"{'t(γ+1)/t(1)':>12}{'Thm 3.8':>9}{'+ checking':>11}{'measured (min–max)':>21}"]
+    for row in clock["rows"]:
+        lines.append(f"{row['name']:<22}{row['tokens_per_forward']:>8.2f}{row['draft_yield']:>12.3f}"
+                     f"{row['alpha_hat']:>7.3f}{row['c_hat']:>7.3f}{row['checking_cost']:>12.2f}"
+                     f"{row['predicted']:>8.2f}×{row['predicted_with_checking']:>10.2f}×"
+                     f"{row['speedup']:>9.2f}× ({row['speedup_min']:.2f}–{row['speedup_max']:.2f})")
+    lines.append(f"autoregressive: {clock['autoregressive_median_s']:.2f} s for "
+                 f"{clock['max_new_tokens']} tokens; every method timed {clock['repeats']} times "
+                 f"(rounds interleaved) after a warm-up; speedup = autoregressive / method, per "
+                 f"round; outputs identical to autoregressive: "
+                 f"{'yes' if all(r['identical'] for r in clock['rows']) else 'NO'}")
+    return "\n".join(lines)
+
+
+def plot_clock_against_theory(clock: dict, title: str = "") -> Figure:
+    """Measured speedup per method (median, bar = min–max over rounds, n = rounds) beside
+    Thm 3.8 and the prediction that charges the checking cost t(γ+1)/t(1)."""
+    rows = clock.get("rows")
+    if not rows:
+        raise ValueError("clock must be what specnb.bench_live.clock_against_theory returned")
+    fig, axes = plt.subplots(figsize=(max(6.0, 1.6 * len(rows) + 2.5), 3.8))
+    x = numpy.arange(len(rows))
+    width = 0.27
+    axes.bar(x - width, [r["predicted"] for r in rows], width, color="#9cd3a8",
+             label="Thm 3.8 (checking costs one forward)")
+    axes.bar(x, [r["predicted_with_checking"] for r in rows], width, color="#2a7a3b",
+             label="with the measured checking cost t(γ+1)/t(1)")
+    medians = [r["speedup"] for r in rows]
+    errors = [[m - r["speedup_min"] for m, r in zip(medians, rows)],
+              [r["speedup_max"] - m for m, r in zip(medians, rows)]]
+    bars = axes.bar(x + width, medians, width, yerr=errors, capsize=4, color="#3b6fb6",
+                    label=f"measured: median, bar min–max (n = {clock['repeats']} each)")
+    for bar, median in zip(bars, medians):
+        axes.annotate(f"n={clock['repeats']}", (bar.get_x() + bar.get_width() / 2, 0.02),
+                      ha="center", va="bottom", fontsize=7, color="white")
+    axes.axhline(1.0, color="black", linewidth=0.8)
+    axes.set_xticks(x, [r["name"] for r in rows], fontsize=8)
+    axes.set_ylabel("speedup over autoregressive (×)")
+    axes.set_xlabel(f"drafter and γ (greedy, {clock['max_new_tokens']} new tokens)")
+    axes.set_title(title or "The clock against the theory")
+    axes.legend(fontsize=7, loc="upper right")
+    axes.set_ylim(0, max(1.3, *(r["predicted"] for r in rows),
+                         *(r["speedup_max"] for r in rows)) * 1.25)
+    fig.tight_layout()
+    return fig

@@ -80,20 +80,23 @@ def trace_html(result, tokenizer, max_iterations=None) -> str:
 def format_summary(summary: dict) -> str:
     """The deterministic numbers of a summary, floats rounded to 4 decimals (no wall time)."""
     keys = ("gamma", "temperature", "new_tokens", "iterations", "target_forwards",
-            "draft_forwards", "acceptance_rate", "alpha_hat", "tokens_per_iteration",
+            "draft_forwards", "draft_yield", "alpha_hat", "tokens_per_iteration",
             "expected_tokens_per_iteration")
+    summary = {"draft_yield": summary.get("acceptance_rate"), **summary}  # older records
     shown = {k: round(summary[k], 4) if isinstance(summary[k], float) else summary[k] for k in keys}
     return "\n".join(f"{k:30s} {v}" for k, v in shown.items())
 
 
 def plot_speculative_summary(summary: dict):
     """Left: tokens emitted per iteration, measured vs the truncated geometric law at α̂.
-    Right: acceptance rate of each draft position, given it was reached, vs α̂."""
+    Right: the per-position acceptance, P(draft j accepted | drafts 1..j-1 accepted), vs α̂."""
     gamma, alpha = summary["gamma"], summary["alpha_hat"]
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.8))
     sizes = np.arange(1, gamma + 2)
     measured = np.array([summary["emitted_counts"].get(int(k), 0) for k in sizes], float)
-    left.bar(sizes, measured / max(measured.sum(), 1), color="tab:blue", label="measured")
+    bars = left.bar(sizes, measured / max(measured.sum(), 1), color="tab:blue",
+                    label=f"measured (n = {int(measured.sum())} iterations)")
+    left.bar_label(bars, labels=[f"n={int(n)}" for n in measured], fontsize=8)
     if not math.isnan(alpha):  # P(k) = α^{k-1}(1-α) for k <= γ, α^γ for k = γ+1
         law = [alpha ** (k - 1) * ((1 - alpha) if k <= gamma else 1) for k in sizes]
         left.plot(sizes, law, "ko--", label=f"predicted at α̂ = {alpha:.3f}")
@@ -102,10 +105,13 @@ def plot_speculative_summary(summary: dict):
              xticks=sizes)
     left.legend()
     rates = [a / r if r else np.nan for a, r in summary["accepted_by_position"]]
-    right.bar(np.arange(1, gamma + 1), rates, color="tab:green", label="measured")
+    bars = right.bar(np.arange(1, gamma + 1), rates, color="tab:green", label="measured")
+    # n: how many times each position was reached (checked), the denominator of its rate
+    right.bar_label(bars, labels=[f"n={r}" for _, r in summary["accepted_by_position"]],
+                    fontsize=8)
     if not math.isnan(alpha):
         right.axhline(alpha, color="black", linestyle="--", label="α̂ (all positions)")
-    right.set(title="Acceptance by draft position", xlabel="draft position j",
+    right.set(title="Per-position acceptance", xlabel="draft position j",
               ylabel="P(accepted | reached)", ylim=(0, 1.05), xticks=np.arange(1, gamma + 1),
               xlim=(0.5, gamma + 0.5))
     right.legend()
