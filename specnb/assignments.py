@@ -112,14 +112,36 @@ def release(source_dir: pathlib.Path, out_dir: pathlib.Path) -> list:
 
 
 def graded_notebook(submitted, source):
-    """The submission with every non-solution grade/locked cell restored from the source."""
+    """The submission with every non-solution grade/locked cell restored from the source.
+
+    A restored cell listed in the source's metadata `specnb.frozen_outputs` (exercise 5's
+    summary, the numbers the written answer quotes) is followed by a markdown cell holding the
+    text it printed in the submitted run: grading re-runs it, and timings change from run to run.
+    """
     notebook = copy.deepcopy(submitted)
     originals = {grading(c)["grade_id"]: c for c in source.cells if grading(c).get("grade_id")}
-    for i, cell in enumerate(notebook.cells):
-        original = originals.get(grading(cell).get("grade_id"))
-        if original is not None and not grading(original).get("solution"):
-            notebook.cells[i] = copy.deepcopy(original)
+    frozen = set(source.metadata.get("specnb", {}).get("frozen_outputs", []))
+    cells = []
+    for cell in notebook.cells:
+        grade_id = grading(cell).get("grade_id")
+        original = originals.get(grade_id)
+        if original is None or grading(original).get("solution"):
+            cells.append(cell)
+            continue
+        cells.append(copy.deepcopy(original))
+        printed = "".join(output_text(o) for o in cell.get("outputs", [])).strip()
+        if grade_id in frozen and printed:
+            cells.append(nbformat.v4.new_markdown_cell(
+                f"**As submitted** (what `{grade_id}` printed in the student's own run; the "
+                f"cell above was run again by `grade`):\n\n```\n{printed}\n```"))
+    notebook.cells = cells
     return notebook
+
+
+def output_text(output) -> str:
+    """The text of one stream or result output ("" for images and errors)."""
+    text = output.get("text", output.get("data", {}).get("text/plain", ""))
+    return "".join(text) if isinstance(text, list) else text
 
 
 def error_text(cell) -> str | None:
@@ -200,10 +222,12 @@ def execute(notebook, path: pathlib.Path, timeout: int, notebook_timeout: float)
 def read_submission(path: pathlib.Path):
     """The submitted notebook, or a ValueError that says in one line why it cannot be read."""
     try:
-        return nbformat.read(path, as_version=4)
-    except json.JSONDecodeError as error:
+        json.loads(path.read_text(encoding="utf-8", errors="replace"))
+    except json.JSONDecodeError as error:  # nbformat would wrap it in a message of its own
         raise ValueError(f"not a notebook: invalid JSON ({error.msg} at line {error.lineno}); "
                          f"hand in the .ipynb file Jupyter saves") from None
+    try:
+        return nbformat.read(path, as_version=4)
     except Exception as error:  # noqa: BLE001 - nbformat raises several kinds
         raise ValueError(f"not a notebook: {type(error).__name__}: {first_line(str(error))}") \
             from None

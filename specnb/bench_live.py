@@ -27,8 +27,7 @@ from . import autoregressive, speculative
 from .bench import methods, parse_args, timed
 from .core import logits_to_probs
 from .theory import estimate_alpha, estimate_cost_ratio, expected_tokens_per_iteration, \
-    predicted_speedup
-from .viz.timing import predicted_with_block_cost, relative_cost
+    predicted_speedup, predicted_with_block_cost, relative_cost
 
 
 def speculative_summary(target, draft, ids, gamma=4, temperature=0.0, seed=0,

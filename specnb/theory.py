@@ -6,6 +6,10 @@ draft forward relative to a target forward. With γ drafts per iteration and i.i
     E[tokens per iteration] = (1 − α^{γ+1}) / (1 − α)                       (eq. 1)
     speedup over autoregressive = (1 − α^{γ+1}) / ((1 − α)(γc + 1))         (Thm 3.8)
 
+Thm 3.8 prices the forward that checks γ + 1 tokens like a one-token forward; where it costs
+t(γ+1)/t(1) of one (`relative_cost` of a measured latency curve), the speedup is
+E[tokens per iteration] / (γc + t(γ+1)/t(1))  (`predicted_with_block_cost`).
+
 Pure functions of numbers, plus estimators that read α̂ and ĉ off a `GenerationResult`.
 """
 
@@ -36,6 +40,42 @@ def predicted_speedup(alpha: float, gamma: int, cost_ratio: float) -> float:
     if not cost_ratio >= 0:
         raise ValueError(f"cost_ratio (draft cost / target cost) must be >= 0, got {cost_ratio}")
     return expected_tokens_per_iteration(alpha, gamma) / (gamma * cost_ratio + 1.0)
+
+
+def _interpolate(x: float, xs, ys) -> float:
+    """Linear interpolation of y at x between sorted points (x within their range)."""
+    for (x0, y0), (x1, y1) in zip(zip(xs, ys), zip(xs[1:], ys[1:])):
+        if x0 <= x <= x1:
+            return float(y0 if x1 == x0 else y0 + (y1 - y0) * (x - x0) / (x1 - x0))
+    return float(ys[0])  # a single measured point
+
+
+def relative_cost(latency: dict, k: float) -> float:
+    """t(k) / t(1) from a latency curve, linear between measured counts (k within their range).
+
+    Example: counts [1, 2, 4], ms [10, 12, 20] -> relative_cost(..., 3) = 16 / 10 = 1.6.
+    """
+    counts, median_ms = latency["token_counts"], latency["median_ms"]
+    if 1 not in counts:
+        raise ValueError("latency must include k = 1 in 'token_counts'")
+    if not min(counts) <= k <= max(counts):
+        raise ValueError(f"k = {k} is outside the measured token counts {counts}")
+    measured_k, measured_ms = zip(*sorted(zip(counts, median_ms)))
+    return _interpolate(k, measured_k, measured_ms) / median_ms[counts.index(1)]
+
+
+def predicted_with_block_cost(alpha: float, gamma: int, cost_ratio: float,
+                              block_cost: float) -> float:
+    """Thm 3.8 with a verification forward costing `block_cost` one-token forwards, not 1:
+    E[tokens per iteration] / (γ c + block_cost). block_cost = 1 gives `predicted_speedup`.
+
+    Example: α = 0.5, γ = 2, c = 0.1, block_cost = 1.25 -> 1.75 / 1.45 = 1.2069.
+    """
+    if not block_cost > 0:
+        raise ValueError(f"block_cost (t(γ+1) / t(1)) must be > 0, got {block_cost}")
+    # Same tokens per iteration, an iteration costing γc + block_cost instead of γc + 1.
+    return predicted_speedup(alpha, gamma, cost_ratio) * (gamma * cost_ratio + 1) / (
+        gamma * cost_ratio + block_cost)
 
 
 def optimal_gamma(alpha: float, cost_ratio: float, max_gamma: int = 64) -> int:

@@ -8,7 +8,9 @@ grading executes notebooks in a Jupyter kernel, hence `slow`.
 Deliberately wrong solutions are tested against the checks directly, in test_checks.py.
 """
 
+import copy
 import json
+import re
 import pathlib
 import subprocess
 import sys
@@ -52,6 +54,15 @@ def test_batched_verify_is_worth_the_most_and_the_readme_states_every_weight():
         assert f"| `{grade_id}` | {points:g} |" in readme, grade_id
     total = sum(p for g, p in weights.items() if g != "ex5-reflection")
     assert f"{total:g} auto-graded points" in readme
+    # The main README's table: one row per notebook with its automatic points (+ by hand).
+    main = (SOURCE.parents[1] / "README.md").read_text().split("## For instructors", 1)[1]
+    for name, cells in table.items():
+        automatic = sum(p for g, p in cells.items() if g != "ex5-reflection")
+        by_hand = f" + {cells['ex5-reflection']:g} by hand" if "ex5-reflection" in cells else ""
+        assert f"| `{name.removesuffix('.ipynb')}` |" in main, name
+        row = rf"\| `{name.removesuffix('.ipynb')}` \|[^\n]*\| {re.escape(f'{automatic:g}{by_hand}')} \|"
+        assert re.search(row, main), (name, automatic)
+    assert f"In all {total:g} points are graded automatically" in main
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
@@ -275,3 +286,24 @@ def test_missing_paths_and_bad_timeouts_exit_non_zero_with_a_message(argv, fragm
 def test_grade_refuses_a_missing_submission_when_called_from_python(tmp_path):
     with pytest.raises(FileNotFoundError, match="no such file or folder"):
         assignments.grade([tmp_path / "absent"], SOURCE)
+
+
+def test_grading_keeps_the_numbers_the_written_answer_quotes():
+    """grade re-runs exercise 5's summary (new timings); what the student's run printed stays
+    beside it for whoever marks the written answer."""
+    source = nbformat.read(SOURCE / "05_alpha_c_and_gamma.ipynb", as_version=4)
+    submitted = copy.deepcopy(source)
+    summary = next(c for c in submitted.cells if assignments.grading(c).get("grade_id") == "ex5-summary")
+    summary.outputs = [nbformat.v4.new_output("stream", name="stdout",
+                                              text="alpha_hat = 0.123, c_hat = 0.456\n")]
+    graded = assignments.graded_notebook(submitted, source)
+    position = next(i for i, c in enumerate(graded.cells)
+                    if assignments.grading(c).get("grade_id") == "ex5-summary")
+    original = next(c for c in source.cells if assignments.grading(c).get("grade_id") == "ex5-summary")
+    assert graded.cells[position] == original  # restored from the source, to be run again
+    kept = graded.cells[position + 1]
+    assert kept.cell_type == "markdown" and "alpha_hat = 0.123, c_hat = 0.456" in kept.source
+    assert "As submitted" in kept.source
+    # Nothing is added when the student's run printed nothing (or for other cells).
+    summary.outputs = []
+    assert len(assignments.graded_notebook(submitted, source).cells) == len(source.cells)

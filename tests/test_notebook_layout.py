@@ -102,3 +102,20 @@ def test_asks_the_learner_to_predict(path):
     markdown = [source_of(cell) for cell in load(path)["cells"] if cell["cell_type"] == "markdown"]
     assert any("**Predict" in text for text in markdown), "a markdown prompt: **Predict.** ..."
     assert any("<details>" in text for text in markdown), "an answer inside <details>"
+
+
+# A line that is one bare upper-case word (ANSWER1, SUMMARY02): a placeholder, not prose.
+PLACEHOLDER = re.compile(r"^\s*[A-Z][A-Z0-9_]{3,}\s*$", flags=re.M)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)
+def test_markdown_holds_no_placeholder(path):
+    found = [(number, match.group().strip())
+             for number, cell in enumerate(load(path)["cells"]) if cell["cell_type"] == "markdown"
+             for match in PLACEHOLDER.finditer(source_of(cell))]
+    assert not found, f"placeholders where prose belongs (cell, text): {found}"
+
+
+def test_the_placeholder_rule_catches_a_placeholder():
+    assert PLACEHOLDER.search("Some prose.\n\nANSWER02\n</details>")
+    assert not PLACEHOLDER.search("## Summary\n\n* TV: a bound, not a NOTE")

@@ -29,7 +29,9 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 PROJECT = PYPROJECT["project"]
 # Modules that need an extra, by the file that imports them; everything else needs only
 # `dependencies`.
-EXTRA_OF_FILE = {"specnb/assignments.py": "instructor"}
+# IPython: `grade` reads cells with its input transformer; checks shorten tracebacks inside it.
+EXTRA_OF_FILE = {"specnb/assignments.py": "instructor", "specnb/checks/report.py": "instructor",
+                 "specnb/checks/solution_code.py": "instructor"}
 
 
 def requirement_key(requirement: Requirement):

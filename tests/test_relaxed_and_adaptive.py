@@ -5,6 +5,8 @@ equals transformers' `generate(do_sample=False)` under every setting; typical ac
 T = 1 is shown *not* to sample from p, next to the exact rule passing the same χ² test.
 """
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
@@ -237,6 +239,24 @@ def test_cost_aware_gamma_picks_the_formulas_best():
     assert schedule.block_cost(3) == pytest.approx(1.2) and schedule.block_cost(10) > 1.9
     schedule.update([0], [4], [1])  # accepted 1, rejected the 2nd: 2 verified positions
     assert schedule.alpha(0) == pytest.approx((1 + 2) / (2 + 4))
+
+
+def test_cost_aware_gamma_reads_a_noisy_latency_curve_as_non_decreasing():
+    """A dip in a measured curve (k = 5 cheaper than k = 4) is noise: it must neither lower the
+    cost of k = 5 nor, extended beyond the measured range, make long blocks look cheap."""
+    latency = {"token_counts": [1, 2, 3, 4, 5], "median_ms": [50.0, 90.0, 107.0, 77.5, 66.0]}
+    run = SimpleNamespace(stats=SimpleNamespace(draft_forwards=10, draft_s=0.04))
+    schedule = CostAwareGamma.from_latency(latency, run)
+    assert [schedule.checking[k] for k in range(1, 6)] == pytest.approx([1.0, 1.8, 2.14, 2.14, 2.14])
+    assert schedule.cost_ratio == pytest.approx(0.004 / 0.05)
+    assert all(schedule.block_cost(k) >= schedule.block_cost(5) for k in range(6, 12))
+    # Broken variant: the raw curve, extended as before, prices 9 tokens below 1 token.
+    raw = CostAwareGamma(0.08, {k: ms / 50.0 for k, ms in zip(latency["token_counts"],
+                                                              latency["median_ms"])})
+    (k0, v0), (k1, v1) = list(raw.checking.items())[-2:]
+    assert v0 + (v1 - v0) / (k1 - k0) * (9 - k0) < 1.0 <= schedule.block_cost(9)
+    schedule.start(1)
+    assert schedule.best_gamma(0.3) == 0  # at α̂ = 0.3 nothing pays for a check of 1.8
 
 
 def test_cost_aware_gamma_stops_drafting_where_it_does_not_pay_but_keeps_probing():

@@ -39,6 +39,26 @@ WRAPPERS = [  # (form, code, target found, line)
     ("sys.modules", "import sys\nm = sys.modules['specnb.core']", DYNAMIC, 2),
     ("exec", "exec('from specnb.core import ' + 'verify')", DYNAMIC, 1),
     ("after an IPython magic", "%time x = 1\nfrom specnb.core import verify", VERIFY, 2),
+    ("inside a line magic", "%time from specnb.core import verify", VERIFY, 1),
+    ("inside %%capture", "%%capture\nfrom specnb.core import verify", VERIFY, 1),
+    ("inside %%time", "%%time\nimport specnb.core as c\nc.verify(p, q, x, b)", VERIFY, 2),
+    ("%%writefile, then import", "%%writefile mine.py\nfrom specnb.core import verify",
+     DYNAMIC, 1),
+    ("%run", "%run helper.py", DYNAMIC, 1),
+    ("get_ipython().run_cell", "get_ipython().run_cell(code)", DYNAMIC, 1),
+    ("getattr, computed name", "import specnb.core as c\nf = getattr(c, 'ver' + 'ify')",
+     DYNAMIC, 2),
+    ("vars, computed name", "import specnb.core as c\nf = vars(c)['ver' + 'ify']", DYNAMIC, 2),
+    ("__dict__, computed name", "import specnb.core as c\nname = 'ver' + 'ify'\n"
+                                "f = c.__dict__[name]", DYNAMIC, 3),
+    ("the name as a string", "import operator, specnb.core as c\n"
+                             "f = operator.attrgetter('verify')(c)", VERIFY, 2),
+    ("attrgetter, computed", "from operator import attrgetter\nf = attrgetter(n)(c)", DYNAMIC, 2),
+    ("exec, renamed", "run = exec\nrun(code)", DYNAMIC, 1),
+    ("builtins.exec", "import builtins\nbuiltins.exec(code)", DYNAMIC, 1),
+    ("importlib by getattr", "m = getattr(lib, 'import_module')('specnb.core')", DYNAMIC, 1),
+    ("runpy", "import runpy\nns = runpy.run_module('specnb.core.verify')", DYNAMIC, 1),
+    ("a closure's cells", "secret = sampler.__closure__[0].cell_contents", DYNAMIC, 1),
 ]
 
 
@@ -59,6 +79,11 @@ HONEST = [
     ("attributes of a result", "alpha = sum(d.overlap for it in result.trace for d in "
      "it.drafted)"),
     ("code that does not parse", "def f(:\n"),
+    ("a harmless magic and a shell line", "%matplotlib inline\n!ls\nx = torch.ones(3)"),
+    ("timing one's own code", "%time tokens = my_verify(p, q, x, b, g)"),
+    ("a constant getattr on one's own object", "n = getattr(result, 'tokens')"),
+    ("strings that name builtins elsewhere", "prompts = specnb.load_prompts('eval')\n"
+     "mode = 'exec'"),
 ]
 
 

@@ -194,16 +194,16 @@ def _other_temperature_law(p, q):
 def _sampler(variant: str):
     """A function (num_draws, generator) -> [num_draws] emitted tokens for the suspect pair."""
     p, q = SUSPECT_TARGET, SUSPECT_DRAFT
+    # Only laws are kept, never the variant's name: the answer is found by testing the samples.
     told = _told_q(q) if variant == "q at T = 0.7 in the ratio" else q
+    proposal = torch.zeros_like(q).scatter_(0, q.argmax().view(1), 1.0) \
+        if variant == "greedy draft told q" else q  # what the drafts are drawn from
+    accept = torch.where(told > 0, (p / told).clamp(max=1.0), (p > 0).double())
+    rejected_law = p if variant == "no residual" else residual(p, told)
 
     def sampler(num_draws: int, generator: torch.Generator) -> torch.Tensor:
-        if variant == "greedy draft told q":
-            drafts = q.argmax().repeat(num_draws)
-        else:
-            drafts = torch.multinomial(q, num_draws, replacement=True, generator=generator)
-        accept = torch.where(told > 0, (p / told).clamp(max=1.0), (p > 0).double())[drafts]
-        coins = torch.rand(num_draws, generator=generator, dtype=torch.float64) < accept
-        rejected_law = p if variant == "no residual" else residual(p, told)
+        drafts = torch.multinomial(proposal, num_draws, replacement=True, generator=generator)
+        coins = torch.rand(num_draws, generator=generator, dtype=torch.float64) < accept[drafts]
         redraws = torch.multinomial(rejected_law, num_draws, replacement=True,
                                     generator=generator)
         return torch.where(coins, drafts, redraws)

@@ -10,9 +10,15 @@ whose library implementation it reaches. What counts as reaching it:
   `import specnb.core.verify as v` (Python binds the function here), `from specnb.core import *`;
 - an attribute of that name on anything: `specnb.core.verify(...)`, `sc.verify`,
   `sys.modules["specnb.core"].verify`, `specnb.core.verify.__wrapped__`;
-- the string forms: `getattr(x, "verify")`, `vars(m)["verify"]`; importing specnb through
-  `importlib.import_module` / `__import__`, `sys.modules[...]` with a computed or `specnb` key;
-  `exec` / `eval` / `compile` (code the grader cannot read is not taken on trust).
+- the string forms: `getattr(x, "verify")`, `vars(m)["verify"]`, the string "verify" anywhere;
+  importing specnb through `importlib.import_module` / `__import__`, `sys.modules[...]` with a
+  computed or `specnb` key;
+- what hides the name: `getattr` / `vars(...)[...]` / `__dict__[...]` with a computed name,
+  `operator.attrgetter`, a function's `__closure__` / `__globals__`, and any mention of `exec`,
+  `eval`, `compile`, `__import__`, `import_module`, `runpy` (called, renamed, imported or named in
+  `getattr`: code the grader cannot read is not taken on trust);
+- inside magics: `%time ...`, `%%capture` and `%%time` cells are read like code; other cell
+  magics (`%%writefile`, `%%script`, ...), `%run` and `run_cell` hide their code and count too.
 
 It does not look at what the code computes, and it accepts any other import: torch, the
 student's own earlier functions, and library helpers that are not the answer (`specnb.core.sample`,
@@ -109,6 +115,38 @@ def _string(node) -> str | None:
     return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
 
 
+# Names whose mere mention lets code reach a function without naming it.
+HIDING_NAMES = {"exec", "eval", "compile", "__import__", "import_module", "attrgetter",
+                "__closure__", "__globals__", "cell_contents", "run_cell", "run_module",
+                "run_path", "spec_from_file_location", "__builtins__"}
+HIDING_MODULES = {"runpy", "builtins", "importlib"}
+# IPython magics: `%time code` / `%%capture` run code we can read; these touch no code at all.
+READABLE_MAGICS = {"time", "timeit", "capture", "prun"}
+HARMLESS_MAGICS = {"system", "matplotlib", "config", "load_ext", "autoreload", "precision", "who",
+                   "whos", "pip", "env", "pwd", "ls", "history"}
+
+
+def _called_name(node):
+    func = node.func if isinstance(node, ast.Call) else None
+    return func.id if isinstance(func, ast.Name) else \
+        func.attr if isinstance(func, ast.Attribute) else None
+
+
+def _magic(node):
+    """(name, body) for IPython's `run_line_magic(name, line)` / `run_cell_magic(name, args,
+    body)` calls (what `%...` and `%%...` become); `("system", None)` for `!cmd`; else None."""
+    if not isinstance(node, ast.Call):
+        return None
+    called = _called_name(node)
+    if called == "run_line_magic" and node.args:
+        return _string(node.args[0]), _string(node.args[1]) if len(node.args) > 1 else None
+    if called == "run_cell_magic" and node.args:
+        return _string(node.args[0]), _string(node.args[2]) if len(node.args) > 2 else None
+    if called in ("system", "getoutput") and isinstance(node.func, ast.Attribute):
+        return "system", None
+    return None
+
+
 def find_library_uses(source: str, forbidden: dict) -> list:
     """Each place in `source` (one cell) that reaches an implementation in `forbidden`.
 
@@ -128,6 +166,36 @@ def find_library_uses(source: str, forbidden: dict) -> list:
         uses.append(LibraryUse(target, line, text))
 
     for node in ast.walk(tree):
+        magic = _magic(node)
+        if magic is not None:
+            name, body = magic
+            if name in READABLE_MAGICS and body is not None:  # the body is code: read it too
+                uses += [use._replace(line=getattr(node, "lineno", 1) + use.line - 1)
+                         for use in find_library_uses(body, forbidden)]
+            elif name not in HARMLESS_MAGICS:
+                flag(DYNAMIC, node)
+            continue
+        if isinstance(node, ast.Constant) and node.value in forbidden:
+            flag(forbidden[node.value], node)  # "verify" as a string: a name to look up
+        elif isinstance(node, ast.Name) and node.id in HIDING_NAMES:
+            flag(DYNAMIC, node)
+        elif isinstance(node, ast.Attribute) and node.attr in HIDING_NAMES:
+            flag(DYNAMIC, node)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)) and any(
+                (alias.name.split(".")[0] in HIDING_MODULES) for alias in node.names) or (
+                isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0]
+                in HIDING_MODULES):
+            flag(DYNAMIC, node)
+        elif isinstance(node, ast.Subscript) and _string(node.slice) is None and isinstance(
+                node.value, (ast.Call, ast.Attribute)) and (
+                _called_name(node.value) == "vars" or getattr(node.value, "attr", None)
+                == "__dict__"):
+            flag(DYNAMIC, node)  # vars(m)[name] / m.__dict__[name] with a computed name
+        elif isinstance(node, ast.Call) and _called_name(node) == "getattr" and len(
+                node.args) >= 2 and (_string(node.args[1]) is None
+                                     or _string(node.args[1]) in HIDING_NAMES):
+            flag(DYNAMIC, node)  # getattr(m, "ver" + "ify"), getattr(lib, "import_module")
+
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if _is_specnb(alias.name):
@@ -173,5 +241,5 @@ def explain(use: LibraryUse, cell_label: str) -> str:
             f"this exercise asks you to write it yourself")
 
 
-__all__ = ["DYNAMIC", "LibraryUse", "explain", "find_library_uses", "names_of", "python_source",
-           "resolve"]
+__all__ = ["DYNAMIC", "HIDING_MODULES", "HIDING_NAMES", "LibraryUse", "explain",
+           "find_library_uses", "names_of", "python_source", "resolve"]

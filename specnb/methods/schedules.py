@@ -132,10 +132,17 @@ class CostAwareGamma(GammaSchedule):
         if not stats.draft_forwards:
             raise ValueError("drafter_run made no draft forwards: run speculative with gamma >= 1")
         cost_ratio = (stats.draft_s / stats.draft_forwards) / (one / 1000)
-        return cls(cost_ratio, {k: ms / one for k, ms in zip(counts, median_ms)}, **kwargs)
+        # A forward over more tokens never costs less: a dip in a noisy curve (k=4: 1.55,
+        # k=5: 1.32) is noise, and would make long blocks look cheaper than short ones.
+        checking, highest = {}, 0.0
+        for k, ms in sorted(zip(counts, median_ms)):
+            highest = max(highest, ms / one)
+            checking[k] = highest
+        return cls(cost_ratio, checking, **kwargs)
 
     def block_cost(self, k: int) -> float:
-        """t(k)/t(1), linear between measured k and extended from the last two beyond them."""
+        """t(k)/t(1), linear between measured k and extended from the last two beyond them
+        (with a slope of at least 0: a wider forward never costs less)."""
         points = list(self.checking.items())
         if k in self.checking:
             return self.checking[k]
@@ -143,7 +150,10 @@ class CostAwareGamma(GammaSchedule):
             return points[0][1]
         (k0, v0), (k1, v1) = next(((a, b) for a, b in zip(points, points[1:]) if b[0] > k),
                                   points[-2:])
-        return max(v0 + (v1 - v0) * (k - k0) / (k1 - k0), 1e-9)
+        slope = (v1 - v0) / (k1 - k0)
+        if k > k1:  # beyond the measured range: never cheaper than the widest measured forward
+            slope = max(slope, 0.0)
+        return max(v0 + slope * (k - k0), 1e-9)
 
     def initial_state(self):
         return [0, 0, 0]  # accepted, verified, iterations since the row last drafted

@@ -27,8 +27,10 @@ import matplotlib.pyplot as plt
 import numpy
 from matplotlib.figure import Figure
 
-from ..theory import predicted_speedup
+# relative_cost and predicted_with_block_cost live in theory; imported here for older callers
+from ..theory import predicted_speedup, predicted_with_block_cost, relative_cost  # noqa: F401
 from .speedups import speculative_by_gamma
+
 
 def plot_latency_curves(curves: dict) -> Figure:
     """{label: measure_forward_latency(...) result} -> two log-x panels: ms per forward (the
@@ -72,34 +74,6 @@ def plot_latency_curves(curves: dict) -> Figure:
         axes.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     return fig
-
-
-def relative_cost(latency: dict, k: float) -> float:
-    """t(k) / t(1) from a latency curve, linear between measured counts (k within their range).
-
-    Example: counts [1, 2, 4], ms [10, 12, 20] -> relative_cost(..., 3) = 16 / 10 = 1.6.
-    """
-    counts, median_ms = latency["token_counts"], latency["median_ms"]
-    if 1 not in counts:
-        raise ValueError("latency must include k = 1 in 'token_counts'")
-    if not min(counts) <= k <= max(counts):
-        raise ValueError(f"k = {k} is outside the measured token counts {counts}")
-    measured_k, measured_ms = zip(*sorted(zip(counts, median_ms)))
-    return float(numpy.interp(k, measured_k, measured_ms)) / median_ms[counts.index(1)]
-
-
-def predicted_with_block_cost(alpha: float, gamma: int, cost_ratio: float,
-                              block_cost: float) -> float:
-    """Thm 3.8 with a verification forward costing `block_cost` one-token forwards, not 1:
-    E[tokens per iteration] / (γ c + block_cost). block_cost = 1 gives `predicted_speedup`.
-
-    Example: α = 0.5, γ = 2, c = 0.1, block_cost = 1.25 -> 1.75 / 1.45 = 1.2069.
-    """
-    if not block_cost > 0:
-        raise ValueError(f"block_cost (t(γ+1) / t(1)) must be > 0, got {block_cost}")
-    # Same tokens per iteration, an iteration costing γc + block_cost instead of γc + 1.
-    return predicted_speedup(alpha, gamma, cost_ratio) * (gamma * cost_ratio + 1) / (
-        gamma * cost_ratio + block_cost)
 
 
 def gamma_table(record: dict, group: str = "all") -> dict:
