@@ -86,3 +86,32 @@ def test_select_rows_keeps_the_chosen_rows(model):
     assert_rows_match(model, lm, [sequences[0] + [11], sequences[2] + [12]], logits)
     with pytest.raises(ValueError, match="select_rows"):
         lm.forward(torch.tensor([[1], [2], [3]]))
+
+
+@pytest.mark.parametrize("start", ["prefill", "fill"])
+def test_repeated_prompts_share_one_forward_and_match_rows_alone(model, start):
+    """N copies of a prompt (as statistical tests run them) are prefilled once, then expanded:
+    every row must still see exactly its own sequence, and grow and roll back on its own."""
+    prompts = [[5, 6, 7], [8, 9], [5, 6, 7], [5, 6, 7], [8, 9]]
+    lm = BatchedCachedLM(model)
+    logits = lm.prefill(prompts) if start == "prefill" else lm.fill(prompts)
+    assert lm.log.num_tokens == [2 * 3]  # one forward over the 2 distinct prompts, width 3
+    if start == "prefill":
+        assert_rows_match(model, lm, prompts, logits)
+    new = torch.tensor([[1, 2], [3, 4], [5, 6], [7, 8], [9, 10]])
+    logits = lm.forward(new, keep=1)[:, -1]
+    sequences = [p + n for p, n in zip(prompts, new.tolist())]
+    assert_rows_match(model, lm, sequences, logits)
+    lm.rollback(torch.tensor([1, 0, 2, 1, 0]))  # each row its own amount
+    sequences = [s[:len(s) - k] for s, k in zip(sequences, [1, 0, 2, 1, 0])]
+    logits = lm.forward(torch.tensor([[11], [12], [13], [14], [15]]), keep=1)[:, -1]
+    assert_rows_match(model, lm, [s + [t] for s, t in zip(sequences, [11, 12, 13, 14, 15])],
+                      logits)
+
+
+def test_distinct_prompts_or_a_filled_cache_are_not_shared(model):
+    lm = BatchedCachedLM(model)
+    assert lm._shared_prompts([[1, 2], [3]], {}) is None  # nothing repeats
+    assert lm._shared_prompts([[1, 2], [1, 2]], {"features": None}) is None  # per-row inputs
+    lm.prefill([[1, 2], [1, 2]])
+    assert lm._shared_prompts([[4], [4]], {}) is None  # the cache already holds rows

@@ -13,7 +13,8 @@ attention mask hides padding and rolled-back slots, so every row sees exactly it
 
 Slot 0 holds a real token in every row (prompts are right-padded), so no query ever attends to
 nothing. Holes cost attention work, so trailing slots no row uses are cropped and the cache is
-compacted when holes pile up. Finished rows leave with `select_rows`.
+compacted when holes pile up. Finished rows leave with `select_rows`. Rows that start from the
+same prompt (N copies, as a statistical test runs them) share one prefill forward.
 
 It does not sample, verify or decide what to feed; the loops in `specnb.methods` do.
 """
@@ -47,9 +48,33 @@ class BatchedCachedLM(TimedModel):
     def num_slots(self) -> int:
         return 0 if self.valid is None else self.valid.shape[1]
 
+    def _shared_prompts(self, prompts: list, model_inputs: dict):
+        """(distinct prompts, [B] index of each row's among them) when rows repeat a prompt
+        into an empty cache (a statistical test runs N copies of one prompt), else None: the
+        copies then share one forward and the cache is expanded to B rows afterwards."""
+        if self.valid is not None or model_inputs:
+            return None
+        distinct = {}
+        index = [distinct.setdefault(tuple(p), len(distinct)) for p in prompts]
+        if len(distinct) == len(prompts):
+            return None
+        return [list(p) for p in distinct], torch.tensor(index, device=self.device)
+
+    def _expand_rows(self, index: torch.Tensor) -> None:
+        """Row b of the cache becomes row index[b] of the current one (rows may repeat)."""
+        self.select_rows(index)
+        if self.features is not None:
+            self.features = self.features[index]
+
     @torch.inference_mode()
     def prefill(self, prompts: list, **model_inputs) -> torch.Tensor:
         """Run ragged prompts (lists of ids; right-padded here); return last logits `[B, V]`."""
+        shared = self._shared_prompts(prompts, model_inputs)
+        if shared is not None:
+            distinct, index = shared
+            logits = self.prefill(distinct)
+            self._expand_rows(index)
+            return logits[index]
         lengths = torch.tensor([len(p) for p in prompts], device=self.device)
         width = int(lengths.max())
         ids = torch.full((len(prompts), width), self.pad_token_id, dtype=torch.long)
@@ -69,6 +94,12 @@ class BatchedCachedLM(TimedModel):
         feeds nothing (its row starts empty), and when every prompt is empty nothing runs."""
         self.features = None
         if not any(prompts):
+            return
+        shared = self._shared_prompts(prompts, model_inputs)
+        if shared is not None:
+            distinct, index = shared
+            self.fill(distinct)
+            self._expand_rows(index)
             return
         lengths = torch.tensor([len(p) for p in prompts], device=self.device)
         ids = torch.full((len(prompts), int(lengths.max())), self.pad_token_id, dtype=torch.long)
