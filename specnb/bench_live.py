@@ -26,6 +26,7 @@ import torch
 from . import autoregressive, speculative
 from .bench import methods, parse_args, timed
 from .core import logits_to_probs
+from .core.args import check_int
 from .theory import estimate_alpha, estimate_cost_ratio, expected_tokens_per_iteration, \
     predicted_speedup, predicted_with_block_cost, relative_cost
 
@@ -131,10 +132,7 @@ def clock_against_theory(target, drafters: dict, ids, latency: dict, repeats: in
                 and entry[1] >= 1):
             raise ValueError(f"drafters[{name!r}] must be (drafter, gamma) with an integer "
                              f"gamma >= 1, got {entry!r}")
-    if int(repeats) != repeats or repeats < 1:
-        raise ValueError(f"repeats must be an integer >= 1, got {repeats}")
-    if int(warmup) != warmup or warmup < 0:
-        raise ValueError(f"warmup must be an integer >= 0, got {warmup}")
+    repeats, warmup = check_int("repeats", repeats, 1), check_int("warmup", warmup, 0)
     runs = {"autoregressive": lambda: autoregressive(target, ids, max_new_tokens=max_new_tokens)}
     for name, (drafter, gamma) in drafters.items():
         runs[name] = (lambda d=drafter, g=int(gamma): speculative(

@@ -22,7 +22,6 @@ Example: SyntheticDraft(target, alpha=0.8) with γ = 4 emits on average
 import torch
 
 from .core.sampler import logits_to_probs, sample
-from .drafters.base import Proposal
 from .drafters.model import ModelDrafter
 
 
@@ -48,7 +47,7 @@ class SyntheticDraft(ModelDrafter):
     """Draft from the target's own law mixed with a random token, so that α is what you ask.
 
     `model` must be the target (the same weights): only then is p the target's p. Everything
-    but `propose` (cache, rollback, rows) is `ModelDrafter`'s.
+    but `draft_step` (the loop over positions, cache, rollback, rows) is `ModelDrafter`'s.
     """
 
     def __init__(self, model, alpha: float):
@@ -61,28 +60,14 @@ class SyntheticDraft(ModelDrafter):
     def __repr__(self) -> str:
         return f"SyntheticDraft(alpha={self.alpha})"
 
-    def propose(self, max_drafts, *, width, temperature, generator) -> Proposal:
-        if width == 0:
-            return super().propose(max_drafts, width=0, temperature=temperature,
-                                   generator=generator)
-        rows, device = max_drafts.shape[0], self.lm.device
-        ids, probs = [], []
-        stopped = torch.zeros(rows, dtype=torch.bool, device=device)  # drafted an EOS
-        num_drafts = torch.zeros(rows, dtype=torch.long, device=device)
-        feed, feed_valid = self.unseen, self.unseen_valid
-        for j in range(width):
-            logits = self.lm.forward(feed, feed_valid, keep=1)[:, -1]  # [A, V]
-            target_probs = logits_to_probs(logits, temperature)  # p, as the loop computes it
-            noise_ids = torch.randint(target_probs.shape[1], (rows,), device=device,
-                                      generator=generator)  # [A]
-            probs.append(mixture_probs(target_probs, noise_ids, self.alpha))  # q [A, V]
-            ids.append(sample(probs[-1], generator=generator, check=False))  # x ~ q, any T
-            num_drafts += (~stopped & (j < max_drafts)).long()
-            stopped |= torch.isin(ids[-1], self.eos)
-            feed, feed_valid = ids[-1].unsqueeze(1), self.alive.unsqueeze(1)
-            if j + 1 < width and device.type == "cpu" and bool(stopped.all()):
-                break
-        return Proposal(torch.stack(ids, 1), num_drafts, torch.stack(probs, 1))
+    def draft_step(self, logits, temperature, generator):
+        """q = λ p + (1 − λ) δ_r with p the target's own law here and r a uniform noise token;
+        the draft token is drawn from q at any temperature (q is not one-hot)."""
+        target_probs = logits_to_probs(logits, temperature)  # p, as the loop computes it
+        noise_ids = torch.randint(target_probs.shape[1], (target_probs.shape[0],),
+                                  device=target_probs.device, generator=generator)  # [A]
+        probs = mixture_probs(target_probs, noise_ids, self.alpha)  # q [A, V]
+        return probs, sample(probs, generator=generator, check=False)
 
 
 def emitted_per_iteration(result, drop_last: bool = True) -> list:

@@ -72,8 +72,9 @@ class ModelDrafter(Drafter):
         feed, feed_valid = self.unseen, self.unseen_valid
         for j in range(width):
             logits = self.lm.forward(feed, feed_valid, keep=1)[:, -1]  # [A, V]
-            probs.append(logits_to_probs(logits, temperature))
-            ids.append(draw(probs[-1], temperature, generator=generator))
+            step_probs, step_ids = self.draft_step(logits, temperature, generator)
+            probs.append(step_probs)
+            ids.append(step_ids)
             num_drafts += (~stopped & (j < max_drafts)).long()
             stopped |= torch.isin(ids[-1], self.eos)
             feed, feed_valid = ids[-1].unsqueeze(1), self.alive.unsqueeze(1)
@@ -83,6 +84,12 @@ class ModelDrafter(Drafter):
             if j + 1 < width and self.lm.device.type == "cpu" and bool(stopped.all()):
                 break
         return Proposal(torch.stack(ids, 1), num_drafts, torch.stack(probs, 1))
+
+    def draft_step(self, logits, temperature, generator):
+        """One draft position: the draft's law q `[A, V]` from its logits, and a token from q
+        `[A]` (the argmax at T = 0). A drafter with another q overrides only this."""
+        probs = logits_to_probs(logits, temperature)
+        return probs, draw(probs, temperature, generator=generator)
 
     def update(self, step: Step) -> None:
         width, accepted = step.proposed_width, step.num_accepted

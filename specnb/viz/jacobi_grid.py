@@ -16,17 +16,22 @@ from .trace import jacobi_grid
 COLOURS = ["#f4b6b6", "#b7e4b0", "#2e8b57"]  # wrong, right not yet provable, emitted
 
 
-def plot_jacobi_grid(result) -> Figure:
+def draw_jacobi_grid(axes, result, title: str, ylabel: str) -> None:
+    """The grid of `jacobi_grid(result)` as an image on `axes`, with its legend."""
     grid = jacobi_grid(result)  # [steps, new tokens], NaN outside the step's block
     cmap = ListedColormap(COLOURS).with_extremes(bad="white")
-    fig = Figure(figsize=(8.5, 4.5))
-    axes = fig.subplots()
     axes.imshow(np.ma.masked_invalid(grid), cmap=cmap, vmin=0, vmax=2, aspect="auto",
                 interpolation="nearest")
-    block = len(result.trace[0].info["refreshed"])
-    axes.set(title=f"Jacobi guesses after each step (block of {block}, {len(result.trace)} steps)",
-             xlabel="position in the output (tokens)", ylabel="step (one target forward)")
+    axes.set(title=title, xlabel="position in the output (tokens)", ylabel=ylabel)
     axes.legend(handles=[Patch(color=c, label=name) for c, name in zip(
         COLOURS, ("wrong", "right, not yet provable", "emitted"))], loc="upper right", fontsize=8)
+
+
+def plot_jacobi_grid(result) -> Figure:
+    fig = Figure(figsize=(8.5, 4.5))
+    block = len(result.trace[0].info["refreshed"])
+    draw_jacobi_grid(fig.subplots(), result,
+                     f"Jacobi guesses after each step (block of {block}, {len(result.trace)} steps)",
+                     "step (one target forward)")
     fig.tight_layout()
     return fig

@@ -233,19 +233,14 @@ def jacobi_grid(result) -> np.ndarray:
 
 def plot_jacobi_convergence(result):
     """The grid of `jacobi_grid` as an image, and tokens emitted per iteration beside it."""
-    grid = jacobi_grid(result)
-    colours = ["#f4b6b6", "#b7e4b0", "#2e8b57"]
-    cmap = ListedColormap(colours).with_extremes(bad="white")  # NaN: outside the block
+    from .jacobi_grid import COLOURS, draw_jacobi_grid  # it imports jacobi_grid from here
+
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5), width_ratios=(3, 1), sharey=True)
-    left.imshow(np.ma.masked_invalid(grid), cmap=cmap, vmin=0, vmax=2, aspect="auto",
-                interpolation="nearest")
     block = len(result.trace[0].info["refreshed"])
-    left.set(title=f"Jacobi guesses after each step (block of {block})",
-             xlabel="position in the output (tokens)", ylabel="iteration (one target forward)")
-    left.legend(handles=[Patch(color=c, label=name) for c, name in zip(
-        colours, ("wrong", "right, not yet provable", "emitted"))], loc="upper right", fontsize=8)
+    draw_jacobi_grid(left, result, f"Jacobi guesses after each step (block of {block})",
+                     "iteration (one target forward)")
     right.barh(np.arange(len(result.trace)), [len(it.emitted) for it in result.trace],
-               color=colours[2])
+               color=COLOURS[2])
     right.set(title="Emitted per iteration", xlabel="tokens")
     fig.tight_layout()
     return fig
