@@ -17,16 +17,12 @@ import math
 import torch
 from scipy.stats import chi2 as chi2_distribution
 
+from ..core.verify import accept_probability, residual_distribution
 from .report import call, failure, passed, show, to_float
 
 # The pair of the find-the-bug task: every mistake of notebook 04 moves >= 0.05 of mass here.
 SUSPECT_TARGET = torch.tensor([0.35, 0.25, 0.15, 0.12, 0.08, 0.05], dtype=torch.float64)
 SUSPECT_DRAFT = torch.tensor([0.10, 0.30, 0.30, 0.05, 0.15, 0.10], dtype=torch.float64)
-
-
-def residual(p, q):
-    excess = (p - q).clamp_min(0)
-    return excess / excess.sum() if excess.sum() > 0 else p.clone()
 
 
 def exact_law(p, q, *, drafted_from=None, told=None, on_reject="residual") -> torch.Tensor:
@@ -37,9 +33,8 @@ def exact_law(p, q, *, drafted_from=None, told=None, on_reject="residual") -> to
     p, q = p.double(), q.double()
     drafted_from = q if drafted_from is None else drafted_from.double()
     told = q if told is None else told.double()
-    accept = torch.where(told > 0, (p / told.clamp_min(1e-300)).clamp(max=1.0),
-                         (p > 0).double())  # [V]
-    rejected = {"residual": residual(p, told), "p": p, "q": q}[on_reject]
+    accept = accept_probability(p, told)  # [V]
+    rejected = {"residual": residual_distribution(p, told), "p": p, "q": q}[on_reject]
     law = torch.zeros_like(p)
     for x in range(p.numel()):
         if drafted_from[x] > 0:
@@ -198,8 +193,8 @@ def _sampler(variant: str):
     told = _told_q(q) if variant == "q at T = 0.7 in the ratio" else q
     proposal = torch.zeros_like(q).scatter_(0, q.argmax().view(1), 1.0) \
         if variant == "greedy draft told q" else q  # what the drafts are drawn from
-    accept = torch.where(told > 0, (p / told).clamp(max=1.0), (p > 0).double())
-    rejected_law = p if variant == "no residual" else residual(p, told)
+    accept = accept_probability(p, told)
+    rejected_law = p if variant == "no residual" else residual_distribution(p, told)
 
     def sampler(num_draws: int, generator: torch.Generator) -> torch.Tensor:
         drafts = torch.multinomial(proposal, num_draws, replacement=True, generator=generator)

@@ -21,6 +21,8 @@ import statistics
 
 from matplotlib.figure import Figure
 
+from .spread import paired_ratios, summarize
+
 
 def plot_batch_throughput(record: dict) -> Figure:
     rows = record.get("rows")
@@ -81,14 +83,14 @@ def checking_cost(forward: dict, k: int) -> dict:
     if k not in forward.get("tokens_per_row", []) or 1 not in forward["tokens_per_row"]:
         raise ValueError(f"k must be one of the measured tokens_per_row "
                          f"{forward.get('tokens_per_row')} (and 1 must be measured too)")
+    samples = forward.get("samples_ms", {})
     result = {}
     for b in forward["batch_sizes"]:
-        samples = forward.get("samples_ms", {})
         if f"{b}x{k}" in samples:
-            ratios = [many / one for many, one in zip(samples[f"{b}x{k}"], samples[f"{b}x1"])]
+            ratios = paired_ratios(samples[f"{b}x{k}"], samples[f"{b}x1"])
         else:
             ratios = [forward["median_ms"][f"{b}x{k}"] / forward["median_ms"][f"{b}x1"]]
-        result[b] = (statistics.median(ratios), min(ratios), max(ratios), len(ratios))
+        result[b] = summarize(ratios)
     return result
 
 
@@ -178,9 +180,9 @@ def plot_mix_sweep(record: dict, method_prefix: str = "ours prompt lookup") -> F
                      label=f"{label}: tokens per forward ÷ checking cost")
         triples = []
         for m, a in zip(method, base):
-            ratios = [(sa / a["new_tokens"]) / (sm / m["new_tokens"])
-                      for sm, sa in zip(m["seconds_samples"], a["seconds_samples"])]
-            triples.append((statistics.median(ratios), min(ratios), max(ratios)))
+            ratios = paired_ratios([sa / a["new_tokens"] for sa in a["seconds_samples"]],
+                                   [sm / m["new_tokens"] for sm in m["seconds_samples"]])
+            triples.append(summarize(ratios))  # seconds per token, repeat by repeat
             n = len(ratios)
         _errorbar(speedup, batches, triples, fmt="o-", color=colour, label=label)
     per_row.axhline(1.0, color="black", linewidth=0.8)
