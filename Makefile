@@ -16,7 +16,7 @@ LAB_ARGS ?=
 OLDEST_TRANSFORMERS := 5.0.0
 OLDEST := $(VENV)/transformers-$(OLDEST_TRANSFORMERS)
 
-.PHONY: run test test-fast lab setup clean
+.PHONY: run test test-fast test-portability lab setup clean
 
 # Everything: the package with all its extras, and the embedded model.
 setup: $(READY) $(EXTRA)test
@@ -47,6 +47,30 @@ test: $(EXTRA)test $(OLDEST)
 test-fast: $(EXTRA)test
 	$(PY) -m pytest -p no:nbval -o addopts="-ra" \
 		-m "not embedded and not notebooks and not slow and not browser" tests
+
+# The same checked notebook outputs and exactness tests with the kernels another CPU would run
+# (README, "Tests": keeping outputs portable). PyTorch's ATEN_CPU_CAPABILITY picks its own vector
+# kernels (softmax, exp, reductions), MKL_ENABLE_INSTRUCTIONS the matrix products',
+# ONEDNN_MAX_CPU_ISA oneDNN's; each setting changes the model's logits in the last bits, as an
+# AVX2 laptop or an older CPU does. The exactness tests also run natively (the notebooks' native
+# run is `make test`'s), and the χ² p-values closest to their level are listed at the end.
+# Run it before committing re-executed notebooks.
+PORTABILITY_SETTINGS := \
+	"ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2" \
+	"ATEN_CPU_CAPABILITY=default ONEDNN_MAX_CPU_ISA=SSE41"
+EXACTNESS_TESTS := tests/test_speculative_exact.py tests/test_verify.py tests/test_sampler.py \
+	tests/test_batched.py tests/test_methods_greedy.py tests/test_broken_samplers.py \
+	tests/test_relaxed_and_adaptive.py tests/test_embedded.py tests/test_stats.py
+test-portability: $(EXTRA)test
+	@mkdir -p build; rm -f build/pvalues-*.jsonl; failed=""; n=0; \
+	for setting in "" $(PORTABILITY_SETTINGS); do \
+		n=$$((n + 1)); echo "== setting $$n: $${setting:-native}"; \
+		case "$$setting" in "") nb="";; *) nb=notebooks;; esac; \
+		env $$setting SPECNB_PVALUE_LOG=build/pvalues-$$n.jsonl $(PY) -m pytest -q \
+			-p no:cacheprovider $$nb $(EXACTNESS_TESTS) || failed="$$failed $$n"; \
+	done; \
+	$(PY) scripts/pvalue_margins.py build/pvalues-*.jsonl; \
+	if [ -n "$$failed" ]; then echo "test-portability failed under setting(s):$$failed"; exit 1; fi
 
 $(OLDEST): $(READY)
 	$(PY) -m pip install --quiet --target $(OLDEST) transformers==$(OLDEST_TRANSFORMERS)

@@ -25,7 +25,7 @@ from contextlib import contextmanager
 import torch
 
 from .core.sampler import sample
-from .core.verify import Verdict, accept_probability, draft_probabilities, residual_distribution
+from .core.verify import Verdict, accept_probability, draft_probabilities, residual_weights
 
 # The package re-exports the function `speculative`, which hides the module of the same name.
 _LOOP_MODULE = "specnb.methods.speculative"
@@ -49,7 +49,7 @@ def verify_keeps_checking(target_probs, draft_probs, draft_token_ids, bonus_toke
                               generator=generator) < accept_probs  # [B, γ]
     if draft_probs is None:  # a certain draft: q is the one-hot of each draft token
         draft_probs = torch.zeros_like(target_probs).scatter_(-1, draft_token_ids.unsqueeze(-1), 1.0)
-    residuals = residual_distribution(target_probs, draft_probs)  # [B, γ, V]
+    residuals = residual_weights(target_probs, draft_probs)  # [B, γ, V], unnormalized
     resampled = sample(residuals.reshape(batch * gamma, vocab), generator=generator,
                        check=False).view(batch, gamma)  # [B, γ]: a residual draw at every draft
 

@@ -162,3 +162,22 @@ def binomial_tolerance(rate: float, num_trials: int, num_se: float = 4.0) -> flo
     tail = norm.sf(num_se)
     low, high = binom.ppf(tail, num_trials, rate), binom.isf(tail, num_trials, rate)
     return max(rate - low / num_trials, high / num_trials - rate) + 1e-6
+
+
+PVALUE_BOUNDS = (1e-12, 1e-6)  # the decades a small p-value is reported under
+
+
+def pvalue_text(pvalue: float, level: float = 1e-3) -> str:
+    """A p-value as a statement that float rounding on another CPU does not change.
+
+    The exact p-value of a test against a model's probabilities moves in its last digits from
+    one CPU's kernels to another's; which side of the significance level it is on, or under
+    which decade a tiny one lies, does not (the level is far from the values the notebooks meet).
+    Examples: 0.43 -> "p > 0.001"; 3.07e-08 -> "p < 1e-06"; 0.0 -> "p < 1e-12".
+    """
+    if not 0 <= pvalue <= 1:
+        raise ValueError(f"pvalue must lie in [0, 1], got {pvalue}")
+    if pvalue > level:
+        return f"p > {level:g}"
+    below = [bound for bound in PVALUE_BOUNDS if pvalue < bound <= level]
+    return f"p < {min(below, default=level):g}"

@@ -1,5 +1,8 @@
 """Fixtures: the tiny random models of tiny_models.py, and the embedded model and draft."""
 
+import json
+import os
+
 import pytest
 import torch
 
@@ -24,6 +27,29 @@ def _generators_on_test_device(request, monkeypatch):
     module = getattr(getattr(request, "module", None), "__name__", "")
     if TEST_DEVICE is not None and module in SAMPLING_MODULES:
         monkeypatch.setattr(torch, "Generator", _TestDeviceGenerator)
+
+
+# `make test-portability` sets SPECNB_PVALUE_LOG: every χ² p-value a test computes is appended
+# there (test id, p-value), so scripts/pvalue_margins.py can show how far each verdict is from
+# flipping on another CPU.
+PVALUE_LOG = os.environ.get("SPECNB_PVALUE_LOG")
+
+
+@pytest.fixture(autouse=True)
+def _record_pvalues(request, monkeypatch):
+    if not PVALUE_LOG:
+        return
+    import specnb.stats
+
+    chisquare = specnb.stats.chisquare
+
+    def recording(*args, **kwargs):
+        result = chisquare(*args, **kwargs)
+        with open(PVALUE_LOG, "a") as log:
+            log.write(json.dumps([request.node.nodeid, float(result.pvalue)]) + "\n")
+        return result
+
+    monkeypatch.setattr(specnb.stats, "chisquare", recording)
 
 
 @pytest.fixture(scope="session")

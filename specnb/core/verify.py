@@ -49,6 +49,14 @@ def residual_distribution(target_probs: torch.Tensor, draft_probs: torch.Tensor)
     return torch.where(mass > 0, residual / mass.clamp_min(1e-30), target_probs)
 
 
+def residual_weights(target_probs: torch.Tensor, draft_probs: torch.Tensor) -> torch.Tensor:
+    """(p − q)+ unnormalized (p where p = q): what `sample` races, since the race is
+    scale-invariant. Only elementwise ops, so it has the same bits on every CPU; dividing by a
+    sum would round differently with each vector width and, rarely, change a sampled token."""
+    residual = (target_probs - draft_probs).clamp_min(0.0)
+    return torch.where(residual.amax(dim=-1, keepdim=True) > 0, residual, target_probs)
+
+
 def verify(target_probs, draft_probs, draft_token_ids, bonus_token_ids, *, num_drafts=None,
            generator=None, check=True) -> Verdict:
     """Accept or reject each draft token; `.tokens` of the result is `[B, γ+1]`, -1 padded.
@@ -90,7 +98,7 @@ def verify(target_probs, draft_probs, draft_token_ids, bonus_token_ids, *, num_d
                 -1, draft_token_ids.gather(1, first_rejected.unsqueeze(1)), 1.0)
         else:
             q_row = draft_probs.gather(1, row).squeeze(1)
-        resampled = sample(residual_distribution(p_row, q_row), generator=generator, check=False)
+        resampled = sample(residual_weights(p_row, q_row), generator=generator, check=False)
     else:
         resampled = bonus_token_ids.view(batch)
 

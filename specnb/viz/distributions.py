@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from ..core import logits_to_probs
+from ..core.sampler import check_temperature
 from ..stats import chi2_goodness_of_fit  # noqa: F401  (re-exported: notebook 04 calls it here)
 
 TOY_TOKENS = ("the", "a", "cat", "dog", "sat", "on", "mat", ".")
@@ -44,15 +45,27 @@ def toy_logits(shape: float = 1.0) -> tuple:
 
 
 def toy_pair(shape: float = 1.0, temperature: float = 1.0) -> ToyPair:
-    """The toy p and q at one temperature (0 = greedy one-hots), with min, residual, Σ min."""
+    """The toy p and q at one temperature (0 = greedy one-hots), with min, residual, Σ min.
+
+    Computed in float64 and rounded once to float32, so every CPU gets the same bits: a float32
+    softmax or sum rounds differently with each vector width (AVX-512, AVX2, none), and
+    notebooks that sample from the toy pair print its exact counts.
+    """
     target_logits, draft_logits = toy_logits(shape)
-    p = logits_to_probs(target_logits, temperature)
-    q = logits_to_probs(draft_logits, temperature)
+    p, q = (_exact_probs(logits, temperature) for logits in (target_logits, draft_logits))
     overlap = torch.minimum(p, q)
-    excess = (p - q).clamp_min(0.0)
+    excess = (p.double() - q.double()).clamp_min(0.0)
     mass = excess.sum()
-    residual = excess / mass if mass > 0 else torch.zeros_like(excess)
-    return ToyPair(p, q, overlap, residual, float(overlap.sum()))
+    residual = (excess / mass).float() if mass > 0 else torch.zeros_like(p)
+    return ToyPair(p, q, overlap, residual, float(overlap.double().sum()))
+
+
+def _exact_probs(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """softmax(logits / T) computed in float64, returned in float32 (T = 0: the one-hot)."""
+    if check_temperature(temperature) == 0.0:
+        return logits_to_probs(logits, 0.0)
+    shifted = logits.double() - logits.double().max()
+    return torch.softmax(shifted / temperature, dim=-1).float()
 
 
 def _grouped_bars(ax, labels, laws: dict) -> None:
