@@ -7,11 +7,11 @@
     print(result.text(tokenizer), result.stats)
 """
 
-from .data import load_prompts
+from .models.data import load_prompts
 from .methods import DraftedToken, EmittedToken, GenerationResult, Iteration, Stats, \
     autoregressive, jacobi, prompt_lookup, speculative
-from .models import chat_ids, early_exit_draft, load_model
-from .pairs import load_pair
+from .models.loading import chat_ids, early_exit_draft, load_model
+from .models.pairs import load_pair
 from .theory import estimate_alpha, estimate_cost_ratio, expected_tokens_per_iteration, \
     optimal_gamma, predicted_speedup
 

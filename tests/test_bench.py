@@ -10,7 +10,7 @@ import math
 import matplotlib
 import pytest
 
-from specnb import bench
+from specnb.bench import compare as bench
 from specnb.viz.speedups import plot_speedup_vs_gamma, plot_speedups, speculative_by_gamma
 
 matplotlib.use("Agg")

@@ -1,9 +1,9 @@
-"""specnb.bench_live: the widgets' live runs (speculative summary, race) on tiny models."""
+"""specnb.bench.live: the widgets' live runs (speculative summary, race) on tiny models."""
 
 import pytest
 
-from specnb.bench_latency import measure_forward_latency
-from specnb.bench_live import clock_against_theory, overlap_by_temperature, race, \
+from specnb.core.latency import measure_forward_latency
+from specnb.bench.live import clock_against_theory, overlap_by_temperature, race, \
     speculative_summary
 from specnb.viz.timing import format_clock, format_race
 from specnb.viz.trace import format_summary

@@ -5,8 +5,8 @@ import time
 import pytest
 
 import specnb
-import specnb.pairs
-from specnb.models import cache_dir, chat_ids, early_exit_draft, load_model
+import specnb.models.pairs
+from specnb.models.loading import cache_dir, chat_ids, early_exit_draft, load_model
 
 MAX_NEW = 48
 
@@ -50,7 +50,7 @@ def test_first_answer_is_sensible(embedded):
 
 @pytest.fixture(scope="module")
 def embedded_head(embedded):
-    return specnb.pairs.load_embedded_head(embedded[0])
+    return specnb.models.pairs.load_embedded_head(embedded[0])
 
 
 # γ = 1 (the best on a CPU) and a longer block; tests/test_feature_head.py covers γ up to 8 on

@@ -4,7 +4,7 @@ Text and HTML renderings of `GenerationResult.trace` (what was drafted, accepted
 and why), where a prompt-lookup draft was copied from, how Jacobi guesses converge, and the
 numbers and plots behind the speculative-decoding widgets. Functions return a string, plain
 data or a matplotlib figure and print nothing. Nothing here runs a model or changes how decoding
-is done: the widgets' numbers come from `specnb.bench_live.speculative_summary`.
+is done: the widgets' numbers come from `specnb.bench.live.speculative_summary`.
 
 Example: trace_text(result, tokenizer) ->
     iter   1 | ✓'.' ✗' Get' ·' more' -> '.' ~' Establish'

@@ -23,11 +23,11 @@ from collections import Counter
 
 import torch
 
-from . import autoregressive, speculative
-from .bench import methods, parse_args, timed
-from .core import logits_to_probs
-from .core.args import check_int
-from .theory import estimate_alpha, estimate_cost_ratio, expected_tokens_per_iteration, \
+from ..methods import autoregressive, speculative
+from .compare import methods, parse_args, timed
+from ..core import logits_to_probs
+from ..core.args import check_int
+from ..theory import estimate_alpha, estimate_cost_ratio, expected_tokens_per_iteration, \
     predicted_speedup, predicted_with_block_cost, relative_cost
 
 

@@ -23,7 +23,7 @@ class CheckFailed(AssertionError):
 def short_tracebacks(shell=None) -> bool:
     """In IPython, show a `CheckFailed` as its message alone, not under a traceback that prints
     the check's own source; the cell still ends in an error, so grading sees it fail. Called
-    when `specnb.checks` is imported; returns whether a shell was found."""
+    when `specnb.course.checks` is imported; returns whether a shell was found."""
     if shell is None:
         try:
             from IPython import get_ipython

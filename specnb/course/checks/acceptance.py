@@ -14,9 +14,9 @@ too, so a failure names the mistake the samples look like.
 
 import torch
 
-from ..core import accept_probability as library_accept_probability, acceptance_overlap, \
+from ...core import accept_probability as library_accept_probability, acceptance_overlap, \
     residual_distribution as library_residual
-from ..stats import binomial_tolerance, chi2_pvalue
+from ...stats import binomial_tolerance, chi2_pvalue
 from .report import NUM_SE, SIGNIFICANCE, call, closest_mistake, empirical_law, failure, \
     passed, show, to_float
 

@@ -1,7 +1,7 @@
-"""Train the feature-reading draft head for the embedded target: `python -m specnb.train_head`.
+"""Train the feature-reading draft head for the embedded target: `python -m specnb.training.train_head`.
 
 Recipe (measured choices are recorded in data/README.md):
-1. Data written by the target (`specnb.head_data`): its answers to the training prompts, greedy
+1. Data written by the target (`specnb.training.head_data`): its answers to the training prompts, greedy
    then sampled at T = 0.7, 1.0, 0.85, ... (one round each), with the residual stream at
    `FEATURE_LAYERS` and the top-16 next-token log-probabilities captured by the very forwards
    that generate them. Cached per batch, resumable.
@@ -30,12 +30,12 @@ import torch
 from torch.nn import functional as F
 from tqdm.auto import tqdm
 
-from .data import DATA_DIR, load_prompts
-from .drafters.feature import FeatureDrafter
-from .drafters.head import FeatureHead, HeadConfig
+from ..models.data import DATA_DIR, load_prompts
+from ..drafters.feature import FeatureDrafter
+from ..drafters.head import FeatureHead, HeadConfig
 from .head_data import FEATURE_LAYERS, build_rounds, data_dir, generate_with_features
-from .models import chat_ids, load_model
-from .cli import check_out_folder
+from ..models.loading import chat_ids, load_model
+from ..core.args import check_out_folder
 
 DEFAULT_OUT = DATA_DIR / "head"
 FINAL_STATE = 30  # hidden_states index of SmolLM2's final normed state (what its LM head reads)
@@ -174,7 +174,7 @@ def train(head, entries, heldout, *, epochs, batch_size, lr, steps, step_decay, 
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m specnb.train_head",
+    parser = argparse.ArgumentParser(prog="python -m specnb.training.train_head",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--rounds", type=int, default=6,
@@ -273,7 +273,7 @@ def main(argv=None) -> None:
     head.eval()
     FeatureDrafter(head).save_pretrained(args.out)
     record = {
-        "command": "python -m specnb.train_head " + " ".join(sys.argv[1:] if argv is None else argv),
+        "command": "python -m specnb.training.train_head " + " ".join(sys.argv[1:] if argv is None else argv),
         "seed": args.seed, "prompts": len(prompts), "rounds": args.rounds,
         "answers": len(examples), "answer_tokens": answer_tokens,
         "positions": sum(len(e["tokens"]) for e in entries),
@@ -294,9 +294,9 @@ def main(argv=None) -> None:
 def evaluate(target, tokenizer, head, gamma: int, seed: int, max_new_tokens: int = 128) -> None:
     """α̂ (mean Σ min(p, q) over checked drafts), draft yield and tokens per forward of the head
     and of the distilled draft, greedy and at T = 0.7, all open-ended eval prompts as one batch."""
-    from .methods import speculative
-    from .pairs import load_embedded_draft
-    from .theory import estimate_alpha
+    from ..methods import speculative
+    from ..models.pairs import load_embedded_draft
+    from ..theory import estimate_alpha
 
     prompts = [chat_ids(tokenizer, p["prompt"])[0].tolist()
                for p in load_prompts("eval", "open-ended")]

@@ -14,8 +14,8 @@ passes with probability Σ min(p, q).
 import torch
 import torch.nn.functional as F
 
-from ..core import acceptance_overlap, verify as library_verify
-from ..stats import binomial_tolerance, chi2_pvalue
+from ...core import acceptance_overlap, verify as library_verify
+from ...stats import binomial_tolerance, chi2_pvalue
 from .report import NUM_SE, SIGNIFICANCE, call, closest_mistake, empirical_law, failure, \
     passed, show
 

@@ -1,4 +1,4 @@
-"""Distill a small draft model for the embedded target: `python -m specnb.train_draft`.
+"""Distill a small draft model for the embedded target: `python -m specnb.training.train_draft`.
 
 Recipe (measured choices are recorded in data/README.md):
 1. The target answers every prompt of `data/prompts/train.jsonl` greedily, then `--samples`
@@ -29,10 +29,10 @@ import torch
 from tqdm.auto import tqdm
 from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
-from .cli import check_out_folder
-from .data import DATA_DIR, load_prompts
-from .methods import autoregressive
-from .models import cache_dir, chat_ids, load_model
+from ..core.args import check_out_folder
+from ..models.data import DATA_DIR, load_prompts
+from ..methods import autoregressive
+from ..models.loading import cache_dir, chat_ids, load_model
 
 DEFAULT_OUT = DATA_DIR / "draft"
 
@@ -219,7 +219,7 @@ def check_args(parser, args) -> None:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m specnb.train_draft",
+    parser = argparse.ArgumentParser(prog="python -m specnb.training.train_draft",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--hidden", type=int, default=160)
@@ -297,7 +297,7 @@ def main(argv=None) -> None:
     agreement = heldout_agreement(target, [draft], heldout, eos_id=tokenizer.eos_token_id)[0]
     draft.to(torch.bfloat16).save_pretrained(args.out)
     record = {
-        "command": "python -m specnb.train_draft " + " ".join(sys.argv[1:] if argv is None else argv),
+        "command": "python -m specnb.training.train_draft " + " ".join(sys.argv[1:] if argv is None else argv),
         "seed": args.seed, "prompts": len(prompts),
         "answer_tokens": sum(len(e["ids"]) - e["answer_start"] for e in examples),
         "labelled_tokens": sum(len(e["ids"]) - 1 for e in examples),
