@@ -215,37 +215,6 @@ def lookup_html(result, tokenizer, prompt_ids, iterations, context=30) -> str:
     return "<div>" + "".join(blocks) + "</div>"
 
 
-def jacobi_grid(result) -> np.ndarray:
-    """[iterations, new tokens]: 2 emitted by this step, 1 refreshed guess already equal to the
-    final token (but not yet provably), 0 wrong guess, NaN outside the step's block."""
-    if result.method != "jacobi":
-        raise ValueError(f"result must come from specnb.jacobi, got {result.method!r}")
-    final = result.tokens[0]
-    grid = np.full((len(result.trace), len(final)), np.nan)
-    offset = 0
-    for t, it in enumerate(result.trace):
-        converged = it.info["num_converged"]
-        for i, guess in enumerate(it.info["refreshed"][:len(final) - offset]):
-            grid[t, offset + i] = 2 if i < converged else float(guess == final[offset + i])
-        offset += len(it.emitted)
-    return grid
-
-
-def plot_jacobi_convergence(result):
-    """The grid of `jacobi_grid` as an image, and tokens emitted per iteration beside it."""
-    from .jacobi_grid import COLOURS, draw_jacobi_grid  # it imports jacobi_grid from here
-
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5), width_ratios=(3, 1), sharey=True)
-    block = len(result.trace[0].info["refreshed"])
-    draw_jacobi_grid(left, result, f"Jacobi guesses after each step (block of {block})",
-                     "iteration (one target forward)")
-    right.barh(np.arange(len(result.trace)), [len(it.emitted) for it in result.trace],
-               color=COLOURS[2])
-    right.set(title="Emitted per iteration", xlabel="tokens")
-    fig.tight_layout()
-    return fig
-
-
 def plot_grouped_bars(categories, series: dict, *, title, xlabel, ylabel, reference=None):
     """Bars per category, one colour per series; an optional horizontal reference line."""
     if not series or any(len(values) != len(categories) for values in series.values()):
