@@ -349,7 +349,7 @@ def test_measurements_and_timing_table_check_consistency_only(capsys):
     with pytest.raises(CheckFailed, match="best_gamma"):
         checks.check_measurements(alpha_hat, c_hat, best + 1, spec, ar)
     with pytest.raises(CheckFailed, match="alpha_from_trace"):
-        checks.check_measurements(spec.stats.acceptance_rate + 0.1, c_hat, best, spec, ar)
+        checks.check_measurements(spec.stats.draft_yield + 0.1, c_hat, best, spec, ar)
 
     rows = [{"gamma": g, "ar_seconds": 1.0, "spec_seconds": s, "measured": 1.0 / s,
              "predicted": speedup(alpha_hat, g, c_hat)} for g, s in ((1, 1.3), (4, 0.7))]

@@ -102,7 +102,7 @@ def test_trace_html_colours_and_escapes(speculative_result):
 
 def test_format_summary_is_rounded_and_has_no_timing():
     summary = {"gamma": 2, "temperature": 0.7, "new_tokens": 9, "iterations": 4,
-               "target_forwards": 4, "draft_forwards": 8, "acceptance_rate": 0.123456,
+               "target_forwards": 4, "draft_forwards": 8, "draft_yield": 0.123456,
                "alpha_hat": 1 / 3, "tokens_per_iteration": 2.25,
                "expected_tokens_per_iteration": 13 / 9, "wall_s": 1.234}
     lines = trace.format_summary(summary).splitlines()

@@ -2,7 +2,8 @@
 
 from .batch_kv import BatchedCachedLM
 from .jacobi import JacobiStep, count_converged, jacobi_step
-from .kv import CachedLM, common_prefix_len, crop_cache
+from .kv import CachedLM, common_prefix_len
+from .timed import crop_cache
 from .ngram import NgramDraft, ngram_lookup
 from .sampler import check_temperature, draw, logits_to_probs, sample
 from .typical import typical_threshold, typical_verify

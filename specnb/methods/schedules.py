@@ -19,7 +19,7 @@ Nothing here runs the loop; the loop still caps γ by each row's budget and draf
 import math
 
 from ..theory import expected_tokens_per_iteration
-from .inputs import check_int
+from ..core.args import check_int
 
 
 class GammaSchedule:

@@ -27,8 +27,7 @@ import matplotlib.pyplot as plt
 import numpy
 from matplotlib.figure import Figure
 
-# relative_cost and predicted_with_block_cost live in theory; imported here for older callers
-from ..theory import predicted_speedup, predicted_with_block_cost, relative_cost  # noqa: F401
+from ..theory import predicted_speedup
 from .speedups import speculative_by_gamma
 
 

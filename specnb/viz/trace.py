@@ -16,8 +16,6 @@ import math
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
-from matplotlib.colors import ListedColormap
-from matplotlib.patches import Patch
 
 from ..theory import optimal_gamma, predicted_speedup
 
@@ -82,7 +80,6 @@ def format_summary(summary: dict) -> str:
     keys = ("gamma", "temperature", "new_tokens", "iterations", "target_forwards",
             "draft_forwards", "draft_yield", "alpha_hat", "tokens_per_iteration",
             "expected_tokens_per_iteration")
-    summary = {"draft_yield": summary.get("acceptance_rate"), **summary}  # older records
     shown = {k: round(summary[k], 4) if isinstance(summary[k], float) else summary[k] for k in keys}
     return "\n".join(f"{k:30s} {v}" for k, v in shown.items())
 

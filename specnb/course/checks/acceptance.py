@@ -16,7 +16,7 @@ import torch
 
 from ...core import accept_probability as library_accept_probability, acceptance_overlap, \
     residual_distribution as library_residual
-from ...stats import NUM_SE, SIGNIFICANCE, binomial_tolerance, chi2_pvalue, empirical_law
+from ...stats import SIGNIFICANCE, binomial_tolerance, chi2_pvalue, empirical_law
 from .report import call, closest_mistake, failure, \
     passed, show, to_float
 

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from ...core import acceptance_overlap, verify as library_verify
-from ...stats import NUM_SE, SIGNIFICANCE, binomial_tolerance, chi2_pvalue, empirical_law
+from ...stats import SIGNIFICANCE, binomial_tolerance, chi2_pvalue, empirical_law
 from .report import call, closest_mistake, failure, \
     passed, show
 
