@@ -28,16 +28,16 @@ import torch
 import transformers
 from tqdm.auto import tqdm
 
-from ..methods import autoregressive, prompt_lookup, speculative
-from .compare import DTYPES, timed
 from ..core.batch_kv import BatchedCachedLM
-from ..models.data import DATA_DIR, GROUPS, load_prompts
-from ..models.loading import chat_ids
 from ..drafters.model import pad_token_id
+from ..methods import autoregressive, prompt_lookup, speculative
 from ..methods.inputs import eos_token_ids
 from ..methods.results import cut_at_eos
+from ..models.data import DATA_DIR, GROUPS, load_prompts
+from ..models.loading import chat_ids
 from ..models.pairs import load_pair
 from ..theory import estimate_alpha
+from .compare import DTYPES, timed
 
 METHODS = ["autoregressive", "speculative", "prompt_lookup", "hf"]
 

@@ -33,12 +33,12 @@ import torch
 import transformers
 from tqdm.auto import tqdm
 
-from ..methods import autoregressive, jacobi, prompt_lookup, speculative
-from ..core.latency import measure_forward_latency
 from ..core.args import check_out_file
+from ..core.latency import measure_forward_latency
+from ..methods import autoregressive, jacobi, prompt_lookup, speculative
+from ..methods.schedules import CostAwareGamma
 from ..models.data import DATA_DIR, GROUPS, load_prompts
 from ..models.loading import as_device, chat_ids
-from ..methods.schedules import CostAwareGamma
 from ..models.pairs import load_embedded_head, load_pair
 from ..theory import estimate_alpha, estimate_cost_ratio, predicted_speedup
 

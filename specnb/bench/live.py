@@ -23,12 +23,12 @@ from collections import Counter
 
 import torch
 
-from ..methods import autoregressive, speculative
-from .compare import methods, parse_args, timed
 from ..core import logits_to_probs
 from ..core.args import check_int
+from ..methods import autoregressive, speculative
 from ..theory import estimate_alpha, estimate_cost_ratio, expected_tokens_per_iteration, \
     predicted_speedup, predicted_with_block_cost, relative_cost
+from .compare import methods, parse_args, timed
 
 
 def speculative_summary(target, draft, ids, gamma=4, temperature=0.0, seed=0,
