@@ -21,8 +21,7 @@ import math
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
-from ..theory import expected_tokens_per_iteration
-from .timing import relative_cost
+from ..theory import expected_tokens_per_iteration, relative_cost
 
 
 def speedup_curves(alpha_by_temperature: dict, cost_ratio: float, latency: dict,
