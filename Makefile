@@ -84,7 +84,7 @@ clean:
 # Student versions of assignments/source (see README, "For instructors").
 .PHONY: assignments
 assignments: $(EXTRA)instructor
-	$(PY) -m specnb.assignments release --out assignments/release
+	$(PY) -m specnb.course.assignments release --out assignments/release
 
 # The GPU run as one command (scripts/gpu_transfer.md says how the weights get there). On the
 # GPU machine, without .venv: `make gpu-check PY=python3`. `make gpu-check DEVICE=cpu

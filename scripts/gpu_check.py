@@ -10,7 +10,7 @@ Steps, each in its own process with its own time budget, inside one overall dead
     latency       the forward-latency curve t(k)/t(1), k up to 512, bf16
     tests         greedy-equality and χ² tests on tiny models, with SPECNB_TEST_DEVICE set
     bench         python -m specnb.bench on eval prompts, 3 repeats      } only with the real
-    bench_batch   python -m specnb.bench_batch, B ∈ {1, ..., 64}         } weights
+    bench_batch   python -m specnb.bench.batch, B ∈ {1, ..., 64}         } weights
 
 A step that fails or runs out of time is recorded as failed and the run goes on; the exit code
 is 1 if any required step failed. The summary (`gpu-check-<tag>.json`, with each step's
@@ -317,7 +317,7 @@ def main(argv=None) -> int:
         "--max-new-tokens", "8" if small else "64", "--gammas", *(["2"] if small else ["2", "4"]),
         *(["--latency-counts"] if small else []),  # nothing after it: no latency curve
         "--out", str(run.results / f"bench-{run.tag}.json")])
-    run_bench(run, "bench_batch", "specnb.bench_batch", common + [
+    run_bench(run, "bench_batch", "specnb.bench.batch", common + [
         "--batch-sizes", *(["1", "2"] if small else ["1", "2", "4", "8", "16", "32", "64"]),
         "--repeats", "1" if small else "2", "--warmup", "0" if small else "1",
         "--max-new-tokens", "8" if small else "64",

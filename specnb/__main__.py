@@ -9,9 +9,11 @@ import argparse
 
 from tqdm.auto import tqdm
 
-from . import autoregressive, jacobi, load_prompts, prompt_lookup, speculative
-from .models import EMBEDDED_NAME, chat_ids, embedded_checkpoint
-from .pairs import load_embedded_draft, load_pair
+from .methods import autoregressive, jacobi, prompt_lookup, speculative
+
+from .models.data import load_prompts
+from .models.loading import EMBEDDED_NAME, chat_ids, embedded_checkpoint
+from .models.pairs import load_embedded_draft, load_pair
 from .theory import estimate_alpha
 
 

@@ -13,8 +13,10 @@ one pooling rule, everywhere in specnb (tests, checks, notebooks):
 `chi2_pvalue(samples, probs, bins)` counts token ids first (optionally grouped by
 `equal_mass_bins`, for a large vocabulary). `binomial_tolerance(rate, num_trials)` is how far an
 observed frequency of N trials may stray from `rate` by chance, from binomial quantiles.
+`empirical_law(ids, V)` is the frequency of each id. `SIGNIFICANCE` and `NUM_SE` are the one
+significance level and tolerance that the tests and the assignment checks use.
 
-It does not choose significance levels (callers state theirs) and draws no samples.
+It draws no samples.
 
 Example: chi2_goodness_of_fit([50, 50], [0.5, 0.5]) -> (0.0, 1.0).
 """
@@ -26,6 +28,9 @@ import torch
 from scipy.stats import binom, chisquare, norm
 
 MIN_EXPECTED = 5.0  # the smallest expected count a χ² cell may have after pooling
+# The one tolerance of the package, its tests and its checks (seeds are fixed: nothing flakes).
+SIGNIFICANCE = 1e-4  # a χ² test fails below this p-value
+NUM_SE = 4.5  # a rate may stray this many standard errors (`binomial_tolerance`)
 
 
 def _as_vector(values, name: str) -> np.ndarray:
@@ -143,7 +148,7 @@ def equal_mass_bins(probs, num_bins: int) -> torch.Tensor:
     return torch.unique(bins, return_inverse=True)[1]  # renumber 0..K-1 without gaps
 
 
-def binomial_tolerance(rate: float, num_trials: int, num_se: float = 4.0) -> float:
+def binomial_tolerance(rate: float, num_trials: int, num_se: float = NUM_SE) -> float:
     """How far the frequency of N Bernoulli(rate) trials may stray from `rate` by chance.
 
     The binomial quantiles that leave norm.sf(num_se) of the mass in each tail (the tails of
@@ -162,6 +167,14 @@ def binomial_tolerance(rate: float, num_trials: int, num_se: float = 4.0) -> flo
     tail = norm.sf(num_se)
     low, high = binom.ppf(tail, num_trials, rate), binom.isf(tail, num_trials, rate)
     return max(rate - low / num_trials, high / num_trials - rate) + 1e-6
+
+
+def empirical_law(token_ids: torch.Tensor, vocab_size: int) -> np.ndarray:
+    """`[N]` ids -> `[V]` frequencies. Example: [0, 2, 2, 2] with V = 3 -> [0.25, 0, 0.75]."""
+    token_ids = torch.as_tensor(token_ids).flatten().long().cpu()
+    if token_ids.numel() == 0 or token_ids.min() < 0 or token_ids.max() >= vocab_size:
+        raise ValueError(f"token_ids must be a non-empty set of ids in [0, {vocab_size})")
+    return torch.bincount(token_ids, minlength=vocab_size).double().numpy() / token_ids.numel()
 
 
 PVALUE_BOUNDS = (1e-12, 1e-6)  # the decades a small p-value is reported under

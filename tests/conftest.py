@@ -6,8 +6,8 @@ import os
 import pytest
 import torch
 
-import specnb.models
-import specnb.pairs
+import specnb.models.loading
+import specnb.models.pairs
 from tiny_models import TEST_DEVICE, VOCAB, perturbed, tiny_llama
 
 # The χ² tests hand specnb `torch.Generator()`s; specnb samples where the model is, so under
@@ -73,14 +73,14 @@ def prompts():
 @pytest.fixture(scope="session")
 def embedded():
     """The embedded SmolLM2-135M-Instruct and its tokenizer (prepared by `make`)."""
-    return specnb.models.load_model(device="cpu")
+    return specnb.models.loading.load_model(device="cpu")
 
 
 
 @pytest.fixture(scope="session")
 def embedded_draft():
     """The distilled draft shipped in data/draft, as float32 on the CPU."""
-    return specnb.pairs.load_embedded_draft(device="cpu", dtype=torch.float32)
+    return specnb.models.pairs.load_embedded_draft(device="cpu", dtype=torch.float32)
 
 
 @pytest.fixture

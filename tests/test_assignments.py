@@ -1,7 +1,7 @@
 """Tests of the course assignments: the markup, `release`, and `grade` on both versions.
 
 The source notebooks (assignments/source, with solutions) must score full marks when graded;
-their student versions (written by `python -m specnb.assignments release`) must score zero,
+their student versions (written by `python -m specnb.course.assignments release`) must score zero,
 every test cell failing with a message that tells the student what to do, not a bare
 assertion. Executing exercise 5 loads the embedded pair, hence the `embedded` marker;
 grading executes notebooks in a Jupyter kernel, hence `slow`.
@@ -18,7 +18,7 @@ import sys
 import nbformat
 import pytest
 
-from specnb import assignments
+from specnb.course import assignments
 
 SOURCE = pathlib.Path(__file__).resolve().parent.parent / "assignments" / "source"
 NOTEBOOKS = sorted(p.name for p in SOURCE.glob("*.ipynb"))
@@ -69,7 +69,7 @@ def test_batched_verify_is_worth_the_most_and_the_readme_states_every_weight():
 def test_student_versions_import_no_library_implementation(name, tmp_path):
     """The released notebook never hands the student the library's own answer: no cell imports
     one (ex4's last cell compares with `specnb.jacobi` after the exercise, by attribute)."""
-    from specnb.checks.solution_code import find_library_uses, names_of
+    from specnb.course.checks.solution_code import find_library_uses, names_of
 
     source = nbformat.read(SOURCE / name, as_version=4)
     rules = assignments.write_yourself(source)
@@ -110,7 +110,7 @@ def test_source_markup_is_nbgrader_compatible_and_outputs_are_clean(name):
 
 
 def test_release_strips_solutions_and_hidden_tests(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "specnb.assignments", "release", "--out",
+    out = subprocess.run([sys.executable, "-m", "specnb.course.assignments", "release", "--out",
                           str(tmp_path)], capture_output=True, text=True, check=True).stdout
     assert out.count("wrote") == len(NOTEBOOKS)
     for name in NOTEBOOKS:

@@ -15,7 +15,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from specnb import assignments, bench, train_draft, train_head
+from specnb.bench import compare as bench
+from specnb.course import assignments
+from specnb.training import train_draft, train_head
 
 HERE = Path(__file__)  # an existing file: a bad output folder, and a path under it
 FOLDER = HERE.parent  # an existing folder holding no notebooks and no saved model
@@ -150,9 +152,9 @@ def test_bench_flags_checked_as_a_notebook_calls_them():
 
 SUBPROCESS_ROWS = [
     ("specnb.bench", ["--repeats", "0"], "--repeats must be >= 1"),
-    ("specnb.train_draft", ["--epochs", "0"], "--epochs must be >= 1"),
-    ("specnb.train_head", ["--out", str(HERE)], "exists and is not a folder"),
-    ("specnb.assignments", ["grade", "/nonexistent/nb.ipynb"], "no such file or folder"),
+    ("specnb.training.train_draft", ["--epochs", "0"], "--epochs must be >= 1"),
+    ("specnb.training.train_head", ["--out", str(HERE)], "exists and is not a folder"),
+    ("specnb.course.assignments", ["grade", "/nonexistent/nb.ipynb"], "no such file or folder"),
 ]
 
 

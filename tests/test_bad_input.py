@@ -17,8 +17,8 @@ import specnb
 from specnb.core import BatchedCachedLM, CachedLM, draw, jacobi_step, logits_to_probs, \
     ngram_lookup, sample, verify
 from specnb.core.sampler import checking
-from specnb.models import chat_ids, load_model
-from specnb.pairs import load_pair
+from specnb.models.loading import chat_ids, load_model
+from specnb.models.pairs import load_pair
 from tiny_models import VOCAB, tiny_llama
 
 PROMPT = [1, 5, 9, 3]

@@ -8,8 +8,8 @@ import matplotlib
 import pytest
 import torch
 
-from specnb import bench_batch
-from specnb.data import DATA_DIR
+from specnb.bench import batch as bench_batch
+from specnb.models.data import DATA_DIR
 from specnb.methods.results import GenerationResult, Iteration, Stats
 from specnb.viz.batching import (cache_layout, checking_cost, plot_batch_throughput,
                                  plot_checking_cost, plot_mix_sweep)

@@ -1,11 +1,11 @@
-"""specnb.bench_latency: forward latency against tokens per forward, on a tiny model."""
+"""specnb.core.latency: forward latency against tokens per forward, on a tiny model."""
 
 import math
 
 import pytest
 import torch
 
-from specnb.bench_latency import measure_forward_latency
+from specnb.core.latency import measure_forward_latency
 
 
 @pytest.fixture(scope="module")

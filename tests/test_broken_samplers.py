@@ -1,4 +1,4 @@
-"""specnb.broken_samplers: the rule that keeps checking drafts after a rejection, and its catch.
+"""specnb.course.broken_samplers: the rule that keeps checking drafts after a rejection, and its catch.
 
 By hand: where every coin is certain, the broken rule and `verify` differ exactly as described.
 Through the loop (tiny random models, a few thousand rows of one prompt in one batch): the first
@@ -13,7 +13,7 @@ import torch
 from scipy.stats import chi2, ncx2
 
 import specnb
-from specnb.broken_samplers import loop_verifies_with, verify_keeps_checking
+from specnb.course.broken_samplers import loop_verifies_with, verify_keeps_checking
 from specnb.core import verify
 from specnb.stats import chi2_pvalue
 from tiny_models import tiny_llama

@@ -3,7 +3,10 @@
 nbval executes the notebooks' code but never renders a widget. This module starts JupyterLab on
 a free loopback port with throwaway settings (autosave off, so the tracked notebooks are never
 rewritten), opens every notebook that uses ipywidgets in Chromium through Playwright and, per
-notebook: Run → Run All Cells; waits until no prompt shows `[*]` and the kernel is idle; checks
+notebook: runs the code cells its widgets need (the first cell and every cell that defines a
+name they read: tests/notebook_cells.py; nbval has run every cell already, so the races and
+benchmarks the widgets do not read are not run twice); waits until no prompt shows `[*]` and
+the kernel is idle; checks
 that no cell shows an error, no widget shows "Error displaying widget" and the browser logged
 no console error; then moves each slider with the arrow keys, clicks each `interact_manual`
 button and checks that the widget's output (its text and its image) changed. Screenshots of
@@ -32,6 +35,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from notebook_cells import cells_the_widgets_need, notebook_cells
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -196,16 +200,28 @@ def wait_until(predicate, timeout_s: float, what: str, poll_s: float = 1.0):
         time.sleep(poll_s)
 
 
-def run_all(page) -> float:
-    """Run → Run All Cells, then wait for every cell to finish; returns the seconds it took."""
+# Run one cell at a time through JupyterLab's own command (as Ctrl+Enter does); each awaits its
+# execution, so the cells run in order.
+RUN_CELLS_JS = """async (indices) => {
+    const app = window.jupyterapp;
+    const notebook = app.shell.currentWidget.content;
+    for (const index of indices) {
+        notebook.activeCellIndex = index;
+        await app.commands.execute('notebook:run-cell');
+    }
+}"""
+
+
+def run_cells(page, cells: list) -> tuple[float, list]:
+    """Run the code cells the widgets need (tests/notebook_cells.py), in order, and wait for
+    them to finish; returns (seconds, their positions among the code cells)."""
     wait_until(lambda: (notebook_state(page) or {}).get("kernel") == "idle", RUN_ALL_S,
                "the kernel to start")
+    indices = cells_the_widgets_need(cells)
+    code_positions = [position for position, index in enumerate(
+        i for i, cell in enumerate(cells) if cell["cell_type"] == "code") if index in indices]
     start = time.monotonic()
-    page.locator("#jp-MainMenu").get_by_text("Run", exact=True).click()
-    page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
-    # Every queued cell shows [*] at once, so seeing one proves the run began; done when none
-    # is left and the kernel reads idle, twice, a second apart.
-    wait_until(lambda: notebook_state(page)["running"] > 0, UI_S, "Run All to start", 0.2)
+    page.evaluate(RUN_CELLS_JS, indices)
 
     def finished():
         state = notebook_state(page)
@@ -215,9 +231,9 @@ def run_all(page) -> float:
                "every cell to finish (no [*] left, kernel idle)")
     state = notebook_state(page)
     assert not state["errors"], f"error outputs: {state['errors']}"
-    not_run = [i for i, count in enumerate(state["counts"]) if count is None]
+    not_run = [k for k in code_positions if state["counts"][k] is None]
     assert not not_run, f"code cells {not_run} did not run"
-    return time.monotonic() - start
+    return time.monotonic() - start, code_positions
 
 
 def widget_output(interact) -> dict:
@@ -288,8 +304,9 @@ def test_widgets_render_and_respond(notebook, browser, lab, tracked_notebooks):
         shots.append(screenshot(page, notebook, "opened"))
         text = page.locator(".jp-Notebook").inner_text()
         assert "interactive(children=" not in text and "Error displaying widget" not in text
-        seconds = run_all(page)
-        print(f"\n{notebook}: Run All Cells took {seconds:.0f} s")
+        seconds, ran = run_cells(page, notebook_cells(NOTEBOOKS / notebook))
+        print(f"\n{notebook}: the {len(ran)} code cells the widgets need ({ran}) took "
+              f"{seconds:.0f} s")
         state = notebook_state(page)
         assert not state["errors"], f"error outputs: {state['errors']}"
         assert page.locator(".jp-OutputArea-output[data-mime-type="

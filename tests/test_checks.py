@@ -1,9 +1,9 @@
-"""Tests of `specnb.checks`: right solutions pass, classic mistakes fail with the right hint.
+"""Tests of `specnb.course.checks`: right solutions pass, classic mistakes fail with the right hint.
 
 Each exercise's check is run on a reference solution (written here from scratch, as a student
 would) and on deliberately broken copies of it; a broken copy must raise `CheckFailed` whose
 message carries the hint that names its mistake. Checks that run a model use the tiny random
-Llama built inside `specnb.checks`, so nothing here needs the embedded model.
+Llama built inside `specnb.course.checks`, so nothing here needs the embedded model.
 """
 
 import math
@@ -11,8 +11,8 @@ import math
 import pytest
 import torch
 
-from specnb import checks
-from specnb.checks import CheckFailed
+from specnb.course import checks
+from specnb.course.checks import CheckFailed
 from specnb.core import count_converged, ngram_lookup
 
 
@@ -349,7 +349,7 @@ def test_measurements_and_timing_table_check_consistency_only(capsys):
     with pytest.raises(CheckFailed, match="best_gamma"):
         checks.check_measurements(alpha_hat, c_hat, best + 1, spec, ar)
     with pytest.raises(CheckFailed, match="alpha_from_trace"):
-        checks.check_measurements(spec.stats.acceptance_rate + 0.1, c_hat, best, spec, ar)
+        checks.check_measurements(spec.stats.draft_yield + 0.1, c_hat, best, spec, ar)
 
     rows = [{"gamma": g, "ar_seconds": 1.0, "spec_seconds": s, "measured": 1.0 / s,
              "predicted": speedup(alpha_hat, g, c_hat)} for g, s in ((1, 1.3), (4, 0.7))]
@@ -438,7 +438,7 @@ def test_reasoning_references_pass(capsys):
 def test_suspect_samplers_follow_their_enumerated_laws():
     """Each suspect's samples match the law `exact_law` gives its variant (so the truth the
     check holds is right), and the broken ones are far from p."""
-    from specnb.checks import laws
+    from specnb.course.checks import laws
     from specnb.stats import chi2_pvalue as library_pvalue
     p, q = laws.SUSPECT_TARGET, laws.SUSPECT_DRAFT
     for label, sampler in laws.suspects(0).items():
@@ -477,14 +477,14 @@ def test_a_prediction_left_at_none_says_so():
 def test_check_failures_show_as_a_short_message_in_ipython():
     """`short_tracebacks` makes IPython show a CheckFailed as one line, not the check's source."""
     from IPython.core.interactiveshell import InteractiveShell
-    from specnb.checks.report import short_tracebacks
+    from specnb.course.checks.report import short_tracebacks
 
     shown = []
     shell = InteractiveShell.instance()
     shell._showtraceback = lambda etype, value, stb: shown.append(stb)
     try:
         assert short_tracebacks(shell)
-        shell.run_cell("from specnb.checks import CheckFailed\n"
+        shell.run_cell("from specnb.course.checks import CheckFailed\n"
                        "raise CheckFailed('verify gave a wrong answer.')")
     finally:
         shell.set_custom_exc((), None)

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from specnb.data import DATA_DIR, GROUPS, load_prompts
+from specnb.models.data import DATA_DIR, GROUPS, load_prompts
 
 TASKS = {"chat", "qa", "code-edit", "summary", "rewrite", "extract"}
 

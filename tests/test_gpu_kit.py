@@ -119,13 +119,13 @@ def test_plan_of_this_checkout_fits():
 @pytest.mark.parametrize("variables", [{}, {"XDG_CACHE_HOME": "/x/cache"},
                                        {"SPECNB_CACHE": "/y/specnb", "XDG_CACHE_HOME": "/x"}])
 def test_cache_dir_matches_specnb(monkeypatch, variables):
-    import specnb.models
+    import specnb.models.loading
     for name in ("SPECNB_CACHE", "XDG_CACHE_HOME"):
         monkeypatch.delenv(name, raising=False)
     for name, value in variables.items():
         monkeypatch.setenv(name, value)
-    assert gpu_transfer.cache_dir() == specnb.models.cache_dir()
-    assert gpu_transfer.GGUF_NAME == specnb.models.EMBEDDED_GGUF
+    assert gpu_transfer.cache_dir() == specnb.models.loading.cache_dir()
+    assert gpu_transfer.GGUF_NAME == specnb.models.loading.EMBEDDED_GGUF
 
 
 def test_committed_config_matches_the_prepared_checkpoint():

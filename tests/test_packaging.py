@@ -30,8 +30,8 @@ PROJECT = PYPROJECT["project"]
 # Modules that need an extra, by the file that imports them; everything else needs only
 # `dependencies`.
 # IPython: `grade` reads cells with its input transformer; checks shorten tracebacks inside it.
-EXTRA_OF_FILE = {"specnb/assignments.py": "instructor", "specnb/checks/report.py": "instructor",
-                 "specnb/checks/solution_code.py": "instructor"}
+EXTRA_OF_FILE = {"specnb/course/assignments.py": "instructor", "specnb/course/checks/report.py": "instructor",
+                 "specnb/course/checks/solution_code.py": "instructor"}
 
 
 def requirement_key(requirement: Requirement):
@@ -217,9 +217,9 @@ def test_pip_install_into_a_fresh_venv_then_load_pair_offline(tmp_path):
     run("-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
         "--ignore-installed", str(ROOT))
     run("-m", "specnb", "--prepare")
-    out = run("-c", "import specnb, specnb.data\n"
+    out = run("-c", "import specnb, specnb.models.data\n"
                     "target, head, tokenizer = specnb.load_pair()\n"
-                    "print(specnb.__file__); print(specnb.data.DATA_DIR)\n"
+                    "print(specnb.__file__); print(specnb.models.data.DATA_DIR)\n"
                     "print(len(specnb.load_prompts('eval')), type(head).__name__)")
     package_file, data_dir, summary = out.strip().splitlines()[-3:]
     assert package_file.startswith(new_site) and data_dir.startswith(new_site), out

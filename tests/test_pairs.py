@@ -6,7 +6,7 @@ import torch
 import specnb
 from tiny_models import tiny_llama
 from specnb.drafters import FeatureDrafter
-from specnb.pairs import EMBEDDED_DRAFT, EMBEDDED_HEAD, PAIRS, load_pair, match_vocabularies, \
+from specnb.models.pairs import EMBEDDED_DRAFT, EMBEDDED_HEAD, PAIRS, load_pair, match_vocabularies, \
     output_rows
 
 

@@ -4,9 +4,8 @@ import pytest
 import torch
 
 from specnb.core import check_temperature, draw, logits_to_probs, sample
-from specnb.stats import binomial_tolerance, chi2_pvalue, equal_mass_bins
+from specnb.stats import SIGNIFICANCE, binomial_tolerance, chi2_pvalue, equal_mass_bins
 
-ALPHA = 1e-3  # significance level of every χ² test below
 NUM_DRAWS = 20_000
 
 
@@ -18,7 +17,7 @@ def test_token_zero_is_sampleable():
     ids = sample(uniform, generator=g)
     frac_zero = (ids == 0).double().mean().item()
     assert abs(frac_zero - 0.25) <= binomial_tolerance(0.25, NUM_DRAWS)
-    assert chi2_pvalue(ids, uniform[0]) > ALPHA
+    assert chi2_pvalue(ids, uniform[0]) > SIGNIFICANCE
 
 
 def test_output_dtype_shape_and_seed():
@@ -112,9 +111,9 @@ def test_sampler_follows_p_and_broken_samplers_are_caught(sampler, case):
     pvalue = chi2_pvalue(ids, p, bins)
     print(f"sampler χ² p-value, {sampler}, {case}: {pvalue:.3g}")
     if sampler == "exact":
-        assert pvalue > ALPHA
+        assert pvalue > SIGNIFICANCE
     else:
-        assert pvalue < ALPHA
+        assert pvalue < SIGNIFICANCE
 
 
 # ----------------------------------------------------------------------------------------------

@@ -1,9 +1,9 @@
-"""Tests of `specnb.checks.solution_code`: wrapping the library's own answer is found, honest code
+"""Tests of `specnb.course.checks.solution_code`: wrapping the library's own answer is found, honest code
 is not. One row per way of reaching `specnb.core.verify` (or of hiding it); nothing is executed."""
 
 import pytest
 
-from specnb.checks.solution_code import DYNAMIC, LibraryUse, explain, find_library_uses, \
+from specnb.course.checks.solution_code import DYNAMIC, LibraryUse, explain, find_library_uses, \
     names_of
 
 VERIFY = "specnb.core.verify:verify"
@@ -24,7 +24,7 @@ WRAPPERS = [  # (form, code, target found, line)
     ("from-import", "from specnb.core import verify\n"
                     "def verify2(*args):\n    return verify(*args).tokens", VERIFY, 1),
     ("from-import, alias", "from specnb.core.verify import verify as v", VERIFY, 1),
-    ("another module's alias", "from specnb.checks.verify import library_verify", VERIFY, 1),
+    ("another module's alias", "from specnb.course.checks.verify import library_verify", VERIFY, 1),
     ("module attribute", "import specnb\nout = specnb.core.verify(p, q, x, b)", VERIFY, 2),
     ("module alias", "import specnb.core as sc\nsc.verify(p, q, x, b)", VERIFY, 2),
     ("import ... as", "import specnb.core.verify as v", VERIFY, 1),
@@ -75,7 +75,7 @@ HONEST = [
     ("the student's own earlier functions", "def verify_one(p, q, x, g):\n"
      "    return x if accept_probability(float(p[x]), float(q[x])) > 0.5 else 0"),
     ("other specnb imports", "import specnb\nresult = specnb.speculative(t, d, ids, gamma=4, "
-     "max_new_tokens=8)\nfrom specnb.bench import timed"),
+     "max_new_tokens=8)\nfrom specnb.bench.compare import timed"),
     ("attributes of a result", "alpha = sum(d.overlap for it in result.trace for d in "
      "it.drafted)"),
     ("code that does not parse", "def f(:\n"),

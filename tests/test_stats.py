@@ -75,14 +75,14 @@ def test_equal_mass_bins():
 def test_binomial_tolerance():
     # N = 4, rate 0.5, 1 standard error (tails of 0.159): quantiles 1 and 3 successes -> 1/4
     assert binomial_tolerance(0.5, 4, num_se=1) == pytest.approx(0.25 + 1e-6)
-    assert binomial_tolerance(0.5, 100) == pytest.approx(0.2 + 1e-6)  # 4 × sqrt(.25 / 100)
+    assert binomial_tolerance(0.5, 100, num_se=4) == pytest.approx(0.2 + 1e-6)  # 4 × sqrt(.25 / 100)
     # large N: the normal approximation num_se × sqrt(a (1 − a) / N), to within 1/N + slack
-    assert abs(binomial_tolerance(0.3, 1_000_000) - 4 * math.sqrt(0.21 / 1e6)) < 3e-6
+    assert abs(binomial_tolerance(0.3, 1_000_000, num_se=4) - 4 * math.sqrt(0.21 / 1e6)) < 3e-6
     assert binomial_tolerance(0.0, 50) == binomial_tolerance(1.0, 50) == 1e-6  # no spread
     assert binomial_tolerance(1.00001, 50) == 1e-6  # float overshoot of a probability sum
     # near 0 the binomial tail is longer than the normal one: 7 successes of 100 at 1 %
-    assert binomial_tolerance(0.01, 100) == pytest.approx(0.06 + 1e-6)
-    assert binomial_tolerance(0.01, 100) > 4 * math.sqrt(0.01 * 0.99 / 100)
+    assert binomial_tolerance(0.01, 100, num_se=4) == pytest.approx(0.06 + 1e-6)
+    assert binomial_tolerance(0.01, 100, num_se=4) > 4 * math.sqrt(0.01 * 0.99 / 100)
 
 
 def test_binomial_tolerance_holds_for_seeded_draws():

@@ -1,11 +1,11 @@
-"""specnb.synthetic_draft: the mixture hits the asked α exactly, and the loop stays exact."""
+"""specnb.course.synthetic_draft: the mixture hits the asked α exactly, and the loop stays exact."""
 
 import numpy as np
 import pytest
 import torch
 
 import specnb
-from specnb.synthetic_draft import SyntheticDraft, emitted_per_iteration, mixture_probs, \
+from specnb.course.synthetic_draft import SyntheticDraft, emitted_per_iteration, mixture_probs, \
     mixture_weight
 from tiny_models import VOCAB
 

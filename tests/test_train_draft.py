@@ -3,7 +3,7 @@
 import torch
 
 from tiny_models import tiny_llama
-from specnb.train_draft import collate, distillation_loss, draft_config, generate_answers, \
+from specnb.training.train_draft import collate, distillation_loss, draft_config, generate_answers, \
     heldout_agreement, init_draft, label_with_target, train
 
 

@@ -12,9 +12,8 @@ import torch
 import torch.nn.functional as F
 
 from specnb.core import acceptance_overlap, verify
-from specnb.stats import binomial_tolerance, chi2_pvalue, equal_mass_bins
+from specnb.stats import SIGNIFICANCE, binomial_tolerance, chi2_pvalue, equal_mass_bins
 
-ALPHA = 1e-3  # significance level of every χ² test below
 
 
 def dirichlet(vocab: int, generator: torch.Generator) -> torch.Tensor:
@@ -345,9 +344,9 @@ def test_column_zero_follows_target_and_broken_variants_are_caught(variant, case
     pvalue = column_pvalue(variant, case, 0)
     print(f"column 0 χ² p-value, {variant} verify, {case}: {pvalue:.3g}")
     if variant == "exact":
-        assert pvalue > ALPHA
+        assert pvalue > SIGNIFICANCE
     else:
-        assert pvalue < ALPHA
+        assert pvalue < SIGNIFICANCE
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -367,7 +366,7 @@ def test_every_column_follows_target_among_rows_that_reach_it(case):
         if reached.sum() >= 200:  # enough rows for χ²; fewer is checked by the law below
             pvalue = column_pvalue("exact", case, column)
             print(f"column {column} χ² p-value, {case}: {pvalue:.3g}")
-            assert pvalue > ALPHA
+            assert pvalue > SIGNIFICANCE
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -376,7 +375,7 @@ def test_num_accepted_is_truncated_geometric(case):
     _, num_accepted, p, q, _ = run_batched("exact", case)
     alpha = torch.minimum(p.double(), q.double()).sum().clamp(max=1.0)
     law = torch.stack([alpha ** j * (1 - alpha) for j in range(GAMMA)] + [alpha ** GAMMA])
-    assert chi2_pvalue(num_accepted, law) > ALPHA
+    assert chi2_pvalue(num_accepted, law) > SIGNIFICANCE
 
 
 def test_ragged_num_drafts_pad_rows_and_place_the_bonus_after_each_rows_drafts():

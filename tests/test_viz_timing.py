@@ -9,7 +9,8 @@ import pytest
 import specnb
 from specnb.viz.timing import (format_clock, format_race, gamma_table, load_records,
                                plot_clock_against_theory, plot_latency_curves,
-                               plot_speedup_vs_gamma, predicted_with_block_cost, relative_cost)
+                               plot_speedup_vs_gamma)
+from specnb.theory import predicted_with_block_cost, relative_cost
 
 
 def spec_line(gamma, speedup, predicted, alpha, cost):

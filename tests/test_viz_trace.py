@@ -13,7 +13,7 @@ import torch
 
 import specnb
 from specnb import DraftedToken, EmittedToken, GenerationResult, Iteration, Stats
-from specnb.viz import trace
+from specnb.viz import jacobi_grid, trace
 
 NAN = float("nan")
 
@@ -102,7 +102,7 @@ def test_trace_html_colours_and_escapes(speculative_result):
 
 def test_format_summary_is_rounded_and_has_no_timing():
     summary = {"gamma": 2, "temperature": 0.7, "new_tokens": 9, "iterations": 4,
-               "target_forwards": 4, "draft_forwards": 8, "acceptance_rate": 0.123456,
+               "target_forwards": 4, "draft_forwards": 8, "draft_yield": 0.123456,
                "alpha_hat": 1 / 3, "tokens_per_iteration": 2.25,
                "expected_tokens_per_iteration": 13 / 9, "wall_s": 1.234}
     lines = trace.format_summary(summary).splitlines()
@@ -181,8 +181,8 @@ def test_lookup_spans_match_a_real_run(target):
 
 def test_jacobi_grid_by_hand(jacobi_result):
     expected = np.array([[2, 0, 0, NAN], [NAN, 2, 1, 0], [NAN, NAN, 2, 2]])
-    assert np.array_equal(trace.jacobi_grid(jacobi_result), expected, equal_nan=True)
-    fig = trace.plot_jacobi_convergence(jacobi_result)
+    assert np.array_equal(jacobi_grid.jacobi_grid(jacobi_result), expected, equal_nan=True)
+    fig = jacobi_grid.plot_jacobi_convergence(jacobi_result)
     grid_ax, bars_ax = fig.axes
     assert np.array_equal(grid_ax.images[0].get_array().filled(np.nan), expected,
                           equal_nan=True)
@@ -194,7 +194,7 @@ def test_jacobi_grid_by_hand(jacobi_result):
 @pytest.mark.parametrize("block", [1, 3, 5])
 def test_jacobi_grid_of_a_real_run(target, prompts, block):
     result = specnb.jacobi(target, prompts[2], block=block, max_new_tokens=11)
-    grid = trace.jacobi_grid(result)
+    grid = jacobi_grid.jacobi_grid(result)
     assert grid.shape == (len(result.trace), 11)
     assert [int((row == 2).sum()) for row in grid] == [len(it.emitted) for it in result.trace]
     assert (np.nan_to_num(grid, nan=0) == 2).sum(axis=0).tolist() == [1] * 11  # each once
@@ -202,7 +202,7 @@ def test_jacobi_grid_of_a_real_run(target, prompts, block):
 
 def test_jacobi_grid_refuses_other_methods(speculative_result):
     with pytest.raises(ValueError, match="jacobi"):
-        trace.jacobi_grid(speculative_result)
+        jacobi_grid.jacobi_grid(speculative_result)
 
 
 def test_plot_grouped_bars():

@@ -1,12 +1,17 @@
-"""Argument checks shared by `specnb.core` and the methods: integers and lists of token ids.
+"""Argument checks shared by every layer: integers, lists of token ids, and output paths.
 
 Integers may be Python, NumPy or 0-d tensor integers; bools, floats, strings and None are
 refused. Token ids come as a list of such integers, a `[L]` or a `[1, L]` integer tensor.
 Every failure is a `ValueError` that names the argument and says what to pass instead.
+The commands (`python -m specnb.bench`, `specnb.training.train_draft`, `.train_head`,
+`specnb.course.assignments`) refuse an unwritable output path before doing any work, with an
+argparse message (exit 2): `check_out_file`, `check_out_folder`.
 It does not check prompts or batches (`specnb.methods.inputs` does).
 """
 
 import numbers
+import os
+from pathlib import Path
 
 import torch
 
@@ -47,3 +52,27 @@ def check_in_vocab(name: str, ids: list, vocab: int) -> None:
     if ids and (min(ids) < 0 or max(ids) >= vocab):
         raise ValueError(f"{name} must hold ids in [0, {vocab}) (the model's vocabulary), got "
                          f"range [{min(ids)}, {max(ids)}]")
+
+
+def _writable_ancestor(parser, flag: str, path: Path) -> None:
+    parent = path
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK):
+        parser.error(f"{flag} {path}: cannot write there ({parent} is not a writable folder)")
+
+
+def check_out_folder(parser, flag: str, path: Path) -> None:
+    """An output folder must be a folder, or creatable inside a writable one."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        parser.error(f"{flag} {path} exists and is not a folder")
+    _writable_ancestor(parser, flag, path)
+
+
+def check_out_file(parser, flag: str, path: Path) -> None:
+    """An output file must not be a folder, and its folder must be (or become) writable."""
+    path = Path(path)
+    if path.is_dir():
+        parser.error(f"{flag} {path} is a folder; give a file name such as {path / 'bench.json'}")
+    _writable_ancestor(parser, flag, path.parent)

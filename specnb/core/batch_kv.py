@@ -66,6 +66,18 @@ class BatchedCachedLM(TimedModel):
         if self.features is not None:
             self.features = self.features[index]
 
+    def _right_padded(self, prompts: list) -> tuple:
+        """Ragged prompts -> (ids `[B, width]` right-padded, valid `[B, width]`, lengths `[B]`).
+
+        Example: [[5, 6, 7], [8]] -> ids [[5, 6, 7], [8, pad, pad]], lengths [3, 1].
+        """
+        lengths = torch.tensor([len(p) for p in prompts], device=self.device)
+        ids = torch.full((len(prompts), int(lengths.max())), self.pad_token_id, dtype=torch.long)
+        for row, prompt in enumerate(prompts):
+            ids[row, :len(prompt)] = torch.tensor(prompt, dtype=torch.long)
+        valid = torch.arange(ids.shape[1], device=self.device) < lengths.unsqueeze(1)
+        return ids.to(self.device), valid, lengths
+
     @torch.inference_mode()
     def prefill(self, prompts: list, **model_inputs) -> torch.Tensor:
         """Run ragged prompts (lists of ids; right-padded here); return last logits `[B, V]`."""
@@ -75,16 +87,11 @@ class BatchedCachedLM(TimedModel):
             logits = self.prefill(distinct)
             self._expand_rows(index)
             return logits[index]
-        lengths = torch.tensor([len(p) for p in prompts], device=self.device)
-        width = int(lengths.max())
-        ids = torch.full((len(prompts), width), self.pad_token_id, dtype=torch.long)
-        for row, prompt in enumerate(prompts):
-            ids[row, :len(prompt)] = torch.tensor(prompt, dtype=torch.long)
-        new_valid = torch.arange(width, device=self.device) < lengths.unsqueeze(1)
+        ids, new_valid, lengths = self._right_padded(prompts)
         last = lengths - 1
         # Only the columns holding some row's last token: [B, K, V] instead of [B, width, V].
         columns = torch.unique(last)
-        logits = self.forward(ids.to(self.device), new_valid, keep_columns=columns, **model_inputs)
+        logits = self.forward(ids, new_valid, keep_columns=columns, **model_inputs)
         return logits[torch.arange(len(prompts), device=self.device),
                       torch.searchsorted(columns, last)]
 
@@ -101,12 +108,8 @@ class BatchedCachedLM(TimedModel):
             self.fill(distinct)
             self._expand_rows(index)
             return
-        lengths = torch.tensor([len(p) for p in prompts], device=self.device)
-        ids = torch.full((len(prompts), int(lengths.max())), self.pad_token_id, dtype=torch.long)
-        for row, prompt in enumerate(prompts):
-            ids[row, :len(prompt)] = torch.tensor(prompt, dtype=torch.long)
-        new_valid = torch.arange(ids.shape[1], device=self.device) < lengths.unsqueeze(1)
-        self.forward(ids.to(self.device), new_valid, keep=1, **model_inputs)
+        ids, new_valid, _ = self._right_padded(prompts)
+        self.forward(ids, new_valid, keep=1, **model_inputs)
 
     @torch.inference_mode()
     def forward(self, new_ids, new_valid=None, keep: int | None = None,

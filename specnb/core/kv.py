@@ -13,7 +13,6 @@ import torch
 
 from .args import check_in_vocab, check_int, token_ids
 from .batch_kv import BatchedCachedLM
-from .timed import ForwardLog, TimedModel, crop_cache  # noqa: F401  (re-exported)
 
 
 def common_prefix_len(a, b) -> int:

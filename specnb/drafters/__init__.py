@@ -4,6 +4,10 @@
     NgramDrafter(n_max, n_min)   prompt lookup: copies of what followed the tail n-gram
     FeatureDrafter(head)         a one-layer head reading the target's hidden states (EAGLE-3)
     NoDrafter()                  proposes nothing: the loop becomes autoregressive decoding
+
+What goes here: what proposes tokens, built on `specnb.core` only. What does not: the loop that
+verifies them (`specnb.methods`), loading or training the models behind them (`specnb.models`,
+`specnb.training`).
 """
 
 import torch

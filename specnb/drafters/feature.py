@@ -62,7 +62,7 @@ class FeatureDrafter(Drafter):
         path = Path(path)
         if not (path / "config.json").exists() or not (path / "model.safetensors").exists():
             raise ValueError(f"no feature head in {path}: expected config.json and "
-                             f"model.safetensors (rebuild with `python -m specnb.train_head`)")
+                             f"model.safetensors (rebuild with `python -m specnb.training.train_head`)")
         config = HeadConfig.from_dict(json.loads((path / "config.json").read_text()))
         if config.target_vocab_size != target.get_input_embeddings().weight.shape[0]:
             raise ValueError(f"the head in {path} was trained for a vocabulary of "

@@ -99,11 +99,6 @@ class FeatureHead(nn.Module):
         # What `BatchedCachedLM` reads off a causal LM.
         self.generation_config = SimpleNamespace(pad_token_id=0, eos_token_id=None)
 
-    @property
-    def hf_config(self):
-        return SimpleNamespace(max_position_embeddings=self.config.max_position_embeddings,
-                               pad_token_id=0)
-
     def get_output_embeddings(self):
         return self.lm_head
 

@@ -11,7 +11,6 @@ drafts that were fed are rolled back, row by row.
 It does not verify and does not decide K: the loop does.
 """
 
-import time
 
 import torch
 

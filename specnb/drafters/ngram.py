@@ -9,6 +9,7 @@ import time
 
 import torch
 
+from ..core.args import check_int
 from ..core.ngram import ngram_lookup
 from .base import Drafter, Proposal, Step
 
@@ -17,7 +18,6 @@ class NgramDrafter(Drafter):
     """Draft up to k tokens per row by matching the longest tail n-gram (n_max down to n_min)."""
 
     def __init__(self, n_max: int = 3, n_min: int = 1):
-        from ..methods.inputs import check_int
         self.n_min = check_int("n_min", n_min, 1)
         self.n_max = check_int("n_max", n_max, self.n_min)
         self.seconds = 0.0

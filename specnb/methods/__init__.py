@@ -3,6 +3,10 @@
 `speculative`, `prompt_lookup` and `autoregressive` are one loop (`speculative.speculate`) with
 different drafters; `jacobi` has its own fixed-point loop. `schedules` holds the γ schedules
 (`gamma="heuristic"`, `CostAwareGamma`).
+
+What goes here: the loops and their bookkeeping (results, input checks, γ schedules), built on
+`specnb.core` and `specnb.drafters`. What does not: loading models (`specnb.models`), timing
+them against each other (`specnb.bench`), drawing (`specnb.viz`).
 """
 
 from .autoregressive import autoregressive

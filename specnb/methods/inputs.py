@@ -12,8 +12,7 @@ from collections.abc import Mapping
 import numpy as np
 import torch
 
-from ..core.args import check_int  # noqa: F401  (shared with core, re-exported)
-from ..core.sampler import check_temperature  # noqa: F401  (one check, re-exported)
+from ..core.args import check_int
 
 PROMPT_HELP = ("pass one prompt (a [1, L] LongTensor or a list of ids), a list of prompts, or "
                "input_ids [B, L] with attention_mask [B, L] (1 = token, 0 = padding)")

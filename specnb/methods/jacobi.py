@@ -10,7 +10,8 @@ shares the checks, the cache (`CachedLM`) and the result and trace types with th
 import time
 
 from ..core import CachedLM, jacobi_step
-from .inputs import check_int, eos_token_ids, prompt_list
+from ..core.args import check_int
+from .inputs import eos_token_ids, prompt_list
 from .results import EmittedToken, GenerationResult, Iteration, Stats, cut_at_eos
 
 

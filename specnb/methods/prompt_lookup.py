@@ -7,7 +7,7 @@ probability p(x): exact under sampling too, and "does it equal the argmax" when 
 """
 
 from ..drafters import NgramDrafter
-from .inputs import check_int
+from ..core.args import check_int
 from .results import GenerationResult
 from .speculative import generate
 

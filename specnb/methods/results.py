@@ -7,7 +7,7 @@ is a batch of one, so its trace is simply its steps. `result.row(b)` is row b on
 `BatchOutput` is the device buffer the loops append to. Nothing here runs a model.
 """
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import torch
 
@@ -61,16 +61,11 @@ class Stats:
         """
         return self.accepted / self.drafted if self.drafted else float("nan")
 
-    acceptance_rate = draft_yield  # the older name
-
     @property
     def tokens_per_forward(self) -> float:
         """New tokens per target forward: 1.0 for autoregressive decoding."""
         return self.new_tokens / self.target_forwards if self.target_forwards else float("nan")
 
-    def as_dict(self) -> dict:
-        return {**asdict(self), "draft_yield": self.draft_yield,
-                "acceptance_rate": self.draft_yield, "tokens_per_forward": self.tokens_per_forward}
 
 
 @dataclass

@@ -19,7 +19,7 @@ Nothing here runs the loop; the loop still caps γ by each row's budget and draf
 import math
 
 from ..theory import expected_tokens_per_iteration
-from .inputs import check_int
+from ..core.args import check_int
 
 
 class GammaSchedule:
@@ -82,7 +82,7 @@ class CostAwareGamma(GammaSchedule):
     α̂ = (accepted + prior_alpha·prior_weight) / (verified + prior_weight), counting drafts up to
     and including each block's first rejection (the i.i.d. acceptance of Thm 3.8). `checking`
     maps a number of scored tokens k to t(k)/t(1), the cost of checking k tokens in one target
-    forward (measured: `specnb.bench_latency.measure_forward_latency`); between and beyond the
+    forward (measured: `specnb.core.latency.measure_forward_latency`); between and beyond the
     measured k it is interpolated linearly. When the formula says γ* = 0 (drafting does not
     pay: autoregressive is faster), the row stops drafting but probes with γ = 1 every
     `probe_every` iterations, so α̂ keeps learning and drafting resumes if it starts to pay.
@@ -113,7 +113,7 @@ class CostAwareGamma(GammaSchedule):
                 repeats: int = 5, **kwargs) -> "CostAwareGamma":
         """Measure t(k)/t(1) on `target` and ĉ from a finished run (`drafter_run`, a result of
         `speculative` on this machine, whose stats hold draft and target seconds)."""
-        from ..bench_latency import measure_forward_latency
+        from ..core.latency import measure_forward_latency
 
         latency = measure_forward_latency(target, prefix_len=prefix_len,
                                           token_counts=list(range(1, max_tokens + 1)),

@@ -15,7 +15,9 @@ from ..core.typical import POSTERIOR_ALPHA, POSTERIOR_THRESHOLD, check_typical_p
     typical_verify
 from ..core.verify import verify
 from ..drafters import Drafter, ModelDrafter
-from .inputs import check_int, check_same_vocab, check_temperature, eos_token_ids, prompt_list
+from ..core.args import check_int
+from ..core.sampler import check_temperature
+from .inputs import check_same_vocab, eos_token_ids, prompt_list
 from .results import GenerationResult
 from .run import Run
 from .schedules import as_schedule

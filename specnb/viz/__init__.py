@@ -3,6 +3,6 @@
 One module per topic; a notebook imports what it shows, e.g. `from specnb.viz import trace`.
 Functions return matplotlib figures or plain data and print nothing, so a notebook's checked
 cell and its widget cell call the same code. They draw from results and records only: nothing
-here runs a model or times anything (that is `specnb.bench`, `specnb.bench_batch`,
-`specnb.bench_latency` and `specnb.bench_live`), and nothing here imports those modules.
+here runs a model or times anything (that is `specnb.bench` and `specnb.core.latency`), and
+nothing here imports those modules, the loops or the model loaders.
 """

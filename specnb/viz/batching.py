@@ -1,6 +1,6 @@
 """Plots for batched decoding: throughput against batch size, and the cost of verifying.
 
-`plot_batch_throughput(record)` draws a `python -m specnb.bench_batch` record in three panels:
+`plot_batch_throughput(record)` draws a `python -m specnb.bench.batch` record in three panels:
 tokens/s over the batch per method, speedup over batched autoregressive decoding, and the cost
 of one target forward scoring γ+1 tokens per row relative to one token per row. The last panel
 is the "why": while a forward is memory-bound the extra tokens ride along (ratio near 1); as B
@@ -27,7 +27,7 @@ from .spread import paired_ratios, summarize
 def plot_batch_throughput(record: dict) -> Figure:
     rows = record.get("rows")
     if not rows or "batch_forward" not in record:
-        raise ValueError("record must be what python -m specnb.bench_batch wrote "
+        raise ValueError("record must be what python -m specnb.bench.batch wrote "
                          "(with 'rows' and 'batch_forward')")
     mixes = list(dict.fromkeys(r.get("mix", "mixed") for r in rows))
     lines = list(dict.fromkeys((r["method"], r.get("mix", "mixed")) for r in rows))
@@ -148,7 +148,7 @@ def plot_mix_sweep(record: dict, method_prefix: str = "ours prompt lookup") -> F
     the first two predict (the batch's tokens per forward over autoregressive's ÷ the cost)."""
     rows = record.get("rows") or []
     if not any("row_tokens_per_forward" in r for r in rows):
-        raise ValueError("record must come from python -m specnb.bench_batch with per-row counts "
+        raise ValueError("record must come from python -m specnb.bench.batch with per-row counts "
                          "(a record written after --mix existed)")
     mixes = list(dict.fromkeys(r.get("mix", "mixed") for r in rows))
     forward = record["batch_forward"]

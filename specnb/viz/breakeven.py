@@ -21,8 +21,8 @@ import math
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..theory import expected_tokens_per_iteration, predicted_speedup
-from .timing import predicted_with_block_cost
+from ..theory import expected_tokens_per_iteration, predicted_speedup, predicted_with_block_cost
+
 
 ALPHA_GRID = np.linspace(0.0, 1.0, 201)
 

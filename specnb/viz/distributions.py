@@ -19,7 +19,7 @@ import torch
 
 from ..core import logits_to_probs
 from ..core.sampler import check_temperature
-from ..stats import chi2_goodness_of_fit  # noqa: F401  (re-exported: notebook 04 calls it here)
+from ..stats import chi2_goodness_of_fit, empirical_law  # noqa: F401  (notebooks 03, 04 call them here)
 
 TOY_TOKENS = ("the", "a", "cat", "dog", "sat", "on", "mat", ".")
 TOY_TARGET_LOGITS = (2.0, 1.6, 1.2, 0.9, 0.4, 0.0, -0.6, -1.2)
@@ -91,14 +91,6 @@ def plot_toy_pair(shape: float = 1.0, temperature: float = 1.0):
            xlabel="token", ylabel="probability")
     fig.tight_layout()
     return fig
-
-
-def empirical_law(token_ids: torch.Tensor, vocab_size: int) -> np.ndarray:
-    """`[N]` ids -> `[V]` frequencies. Example: [0, 2, 2, 2] with V = 3 -> [0.25, 0, 0.75]."""
-    token_ids = torch.as_tensor(token_ids).flatten().long().cpu()
-    if token_ids.numel() == 0 or token_ids.min() < 0 or token_ids.max() >= vocab_size:
-        raise ValueError(f"token_ids must be a non-empty set of ids in [0, {vocab_size})")
-    return torch.bincount(token_ids, minlength=vocab_size).double().numpy() / token_ids.numel()
 
 
 def total_variation(law_a, law_b) -> float:

@@ -1,7 +1,7 @@
 """The γ / temperature widget of notebook 09: predicted speedup along cheap, precomputed curves.
 
 `speedup_curves` turns three measurements into a grid over γ and temperature: α̂(T) (the mean
-overlap Σ min(p_T, q_T) at each temperature, `specnb.bench_live.overlap_by_temperature`), the
+overlap Σ min(p_T, q_T) at each temperature, `specnb.bench.live.overlap_by_temperature`), the
 draft's cost ratio ĉ and the target's latency curve (for the checking cost t(γ+1)/t(1)). Each
 (γ, T) gets Thm 3.8's prediction, E[tokens per iteration] / (γ ĉ + 1), and the one that charges
 the checking cost, E[tokens per iteration] / (γ ĉ + t(γ+1)/t(1)). `gamma_temperature_panel`
@@ -21,8 +21,7 @@ import math
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
-from ..theory import expected_tokens_per_iteration
-from .timing import relative_cost
+from ..theory import expected_tokens_per_iteration, relative_cost
 
 
 def speedup_curves(alpha_by_temperature: dict, cost_ratio: float, latency: dict,

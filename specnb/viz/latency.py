@@ -1,12 +1,12 @@
 """Why decoding is slow: forward latency against tokens per forward, and the roofline numbers.
 
-`plot_forward_latency` draws what `specnb.bench_latency.measure_forward_latency` measured (the
+`plot_forward_latency` draws what `specnb.core.latency.measure_forward_latency` measured (the
 time of one forward scoring k new tokens after a cached prefix, for several k);
 `roofline_numbers` is the memory-bound arithmetic (weight bytes read per forward against FLOPs
 per token) for a model size and a device's bandwidth and peak FLOP/s, which are assumptions the
 caller states.
 
-It deliberately runs no model (measuring is `specnb.bench_latency`'s job) and does not pick
+It deliberately runs no model (measuring is `specnb.core.latency`'s job) and does not pick
 hardware numbers.
 
 Example: roofline_numbers(1e9, 2, 2e12, 2e14)["memory_floor_s"] -> 0.001 (2 GB read at 2 TB/s).
@@ -21,7 +21,7 @@ def plot_forward_latency(measurements: dict) -> Figure:
     counts = measurements.get("token_counts")
     if not counts or len(counts) != len(measurements.get("median_ms", [])):
         raise ValueError("measurements must hold equally long 'token_counts' and 'median_ms' "
-                         "(the dict returned by specnb.bench_latency.measure_forward_latency)")
+                         "(the dict returned by specnb.core.latency.measure_forward_latency)")
     median_ms, per_token_ms = measurements["median_ms"], measurements["ms_per_token"]
     where = f"{measurements.get('device', '?')}, {measurements.get('dtype', '?')}, " \
             f"prefix {measurements.get('prefix_len', '?')} tokens"

@@ -1,9 +1,8 @@
-"""Plots of benchmark records (`python -m specnb.bench`): speedups per method, and vs γ.
+"""Plots of benchmark records (`python -m specnb.bench`): speedups per method, and the
+speculative rows against γ (`plot_speedup_vs_gamma` in `specnb.viz.timing` draws them).
 
 Pure functions of the JSON record; they return matplotlib figures and never show them.
 """
-
-import math
 
 from matplotlib.figure import Figure
 
@@ -40,23 +39,3 @@ def speculative_by_gamma(record: dict, group: str = "all") -> list:
         if setting != s["method"] and setting.isdigit():  # fixed γ, exact acceptance
             points.append((int(setting), s["speedup_vs_ours_ar"], s["predicted"]))
     return sorted(points)
-
-
-def plot_speedup_vs_gamma(record: dict, group: str = "all") -> Figure:
-    """Measured and predicted (Leviathan et al. Thm 3.8, from α̂ and ĉ) speedup against γ."""
-    points = speculative_by_gamma(record, group)
-    if not points:
-        raise ValueError("the record holds no 'ours speculative γ=…' rows")
-    gammas, measured, predicted = zip(*points)
-    fig = Figure(figsize=(6, 4))
-    ax = fig.subplots()
-    ax.plot(gammas, measured, "o-", label="measured")
-    ax.plot(gammas, [p if not math.isnan(p) else None for p in predicted], "s--",
-            label="predicted from α̂, ĉ")
-    ax.axhline(1.0, color="black", linewidth=0.8)
-    ax.set_xlabel("γ (draft tokens per iteration)")
-    ax.set_ylabel("speedup over autoregressive (×)")
-    ax.set_title(f"Speculative decoding vs γ ({group} prompts, {record['device']})")
-    ax.legend()
-    fig.tight_layout()
-    return fig

@@ -1,18 +1,18 @@
 """The timing notebook's pieces: latency curves side by side, speedup against γ, the race's table.
 
-`plot_latency_curves` overlays forward-latency measurements (`specnb.bench_latency`) from several
+`plot_latency_curves` overlays forward-latency measurements (`specnb.core.latency`) from several
 devices, absolute and relative to one token per forward. `gamma_table` and
 `plot_speedup_vs_gamma` read a benchmark record (`python -m specnb.bench`): measured speedup of
 our speculative loop and of transformers' assisted generation at each γ, the prediction at each
 γ from that run's α̂ and ĉ, and the whole predicted curve from the pooled α̂ and ĉ.
-`format_race` lays out what `specnb.bench_live.race` measured on one prompt;
-`format_clock` and `plot_clock_against_theory` what `specnb.bench_live.clock_against_theory`
+`format_race` lays out what `specnb.bench.live.race` measured on one prompt;
+`format_clock` and `plot_clock_against_theory` what `specnb.bench.live.clock_against_theory`
 measured (repeats, their spread, beside the predictions). `load_records` finds recorded results
 (e.g. `bench-gpu*.json`). `relative_cost` and `predicted_with_block_cost` put the measured cost
 of a (γ+1)-token target forward back into Thm 3.8, which assumes it equals a one-token forward.
 
-It deliberately runs no model and times nothing (that is `specnb.bench`, `specnb.bench_live`
-and `specnb.bench_latency`) and prints nothing; functions return a Figure, which a notebook
+It deliberately runs no model and times nothing (that is `specnb.bench`, `specnb.bench.live`
+and `specnb.core.latency`) and prints nothing; functions return a Figure, which a notebook
 cell shows with `display(fig)`.
 
 Example: pooled α̂ = 0.5, ĉ = 0.1 -> predicted speedup at γ = 1 is 1.5 / 1.1 = 1.364.
@@ -27,8 +27,7 @@ import matplotlib.pyplot as plt
 import numpy
 from matplotlib.figure import Figure
 
-# relative_cost and predicted_with_block_cost live in theory; imported here for older callers
-from ..theory import predicted_speedup, predicted_with_block_cost, relative_cost  # noqa: F401
+from ..theory import predicted_speedup
 from .speedups import speculative_by_gamma
 
 
@@ -124,7 +123,7 @@ def plot_speedup_vs_gamma(record: dict, group: str = "all", max_gamma: int = 8) 
 
 
 def format_race(result: dict) -> str:
-    """`specnb.bench_live.race`'s result as a small table (timings vary from run to run)."""
+    """`specnb.bench.live.race`'s result as a small table (timings vary from run to run)."""
     lines = [f"γ = {result['gamma']}, T = {result['temperature']}",
              f"{'method':<24}{'tokens':>7}{'target fwd':>11}{'seconds':>9}{'tok/s':>8}"]
     for name, seconds in result["seconds"].items():
@@ -150,10 +149,10 @@ def load_records(directory, pattern: str = "bench-gpu*.json") -> dict:
 
 
 def format_clock(clock: dict) -> str:
-    """`specnb.bench_live.clock_against_theory`'s result as a table: counts, α̂, ĉ, the
+    """`specnb.bench.live.clock_against_theory`'s result as a table: counts, α̂, ĉ, the
     checking cost, the two predictions and the measured speedup (median, min–max of rounds)."""
     if not clock.get("rows"):
-        raise ValueError("clock must be what specnb.bench_live.clock_against_theory returned")
+        raise ValueError("clock must be what specnb.bench.live.clock_against_theory returned")
     lines = [f"{'method':<22}{'tok/fwd':>8}{'draft yield':>12}{'α̂':>7}{'ĉ':>7}"
              f"{'t(γ+1)/t(1)':>12}{'Thm 3.8':>9}{'+ checking':>11}{'measured (min–max)':>21}"]
     for row in clock["rows"]:
@@ -174,7 +173,7 @@ def plot_clock_against_theory(clock: dict, title: str = "") -> Figure:
     Thm 3.8 and the prediction that charges the checking cost t(γ+1)/t(1)."""
     rows = clock.get("rows")
     if not rows:
-        raise ValueError("clock must be what specnb.bench_live.clock_against_theory returned")
+        raise ValueError("clock must be what specnb.bench.live.clock_against_theory returned")
     fig, axes = plt.subplots(figsize=(max(6.0, 1.6 * len(rows) + 2.5), 3.8))
     x = numpy.arange(len(rows))
     width = 0.27

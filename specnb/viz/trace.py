@@ -4,7 +4,7 @@ Text and HTML renderings of `GenerationResult.trace` (what was drafted, accepted
 and why), where a prompt-lookup draft was copied from, how Jacobi guesses converge, and the
 numbers and plots behind the speculative-decoding widgets. Functions return a string, plain
 data or a matplotlib figure and print nothing. Nothing here runs a model or changes how decoding
-is done: the widgets' numbers come from `specnb.bench_live.speculative_summary`.
+is done: the widgets' numbers come from `specnb.bench.live.speculative_summary`.
 
 Example: trace_text(result, tokenizer) ->
     iter   1 | ✓'.' ✗' Get' ·' more' -> '.' ~' Establish'
@@ -16,8 +16,6 @@ import math
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
-from matplotlib.colors import ListedColormap
-from matplotlib.patches import Patch
 
 from ..theory import optimal_gamma, predicted_speedup
 
@@ -82,7 +80,6 @@ def format_summary(summary: dict) -> str:
     keys = ("gamma", "temperature", "new_tokens", "iterations", "target_forwards",
             "draft_forwards", "draft_yield", "alpha_hat", "tokens_per_iteration",
             "expected_tokens_per_iteration")
-    summary = {"draft_yield": summary.get("acceptance_rate"), **summary}  # older records
     shown = {k: round(summary[k], 4) if isinstance(summary[k], float) else summary[k] for k in keys}
     return "\n".join(f"{k:30s} {v}" for k, v in shown.items())
 
@@ -213,37 +210,6 @@ def lookup_html(result, tokenizer, prompt_ids, iterations, context=30) -> str:
             f"…</div><div style='{box}'>end of the sequence so far: …"
             f"{_render(tokenizer, sequence, len(sequence) - context, len(sequence), at_end)}</div>")
     return "<div>" + "".join(blocks) + "</div>"
-
-
-def jacobi_grid(result) -> np.ndarray:
-    """[iterations, new tokens]: 2 emitted by this step, 1 refreshed guess already equal to the
-    final token (but not yet provably), 0 wrong guess, NaN outside the step's block."""
-    if result.method != "jacobi":
-        raise ValueError(f"result must come from specnb.jacobi, got {result.method!r}")
-    final = result.tokens[0]
-    grid = np.full((len(result.trace), len(final)), np.nan)
-    offset = 0
-    for t, it in enumerate(result.trace):
-        converged = it.info["num_converged"]
-        for i, guess in enumerate(it.info["refreshed"][:len(final) - offset]):
-            grid[t, offset + i] = 2 if i < converged else float(guess == final[offset + i])
-        offset += len(it.emitted)
-    return grid
-
-
-def plot_jacobi_convergence(result):
-    """The grid of `jacobi_grid` as an image, and tokens emitted per iteration beside it."""
-    from .jacobi_grid import COLOURS, draw_jacobi_grid  # it imports jacobi_grid from here
-
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5), width_ratios=(3, 1), sharey=True)
-    block = len(result.trace[0].info["refreshed"])
-    draw_jacobi_grid(left, result, f"Jacobi guesses after each step (block of {block})",
-                     "iteration (one target forward)")
-    right.barh(np.arange(len(result.trace)), [len(it.emitted) for it in result.trace],
-               color=COLOURS[2])
-    right.set(title="Emitted per iteration", xlabel="tokens")
-    fig.tight_layout()
-    return fig
 
 
 def plot_grouped_bars(categories, series: dict, *, title, xlabel, ylabel, reference=None):

@@ -12,9 +12,9 @@ greedy decoding (`specnb.autoregressive`) exactly and use at most one forward pe
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from ..core import CachedLM
-from ..core import jacobi_step as library_step
-from ..methods import autoregressive
+from ...core import CachedLM
+from ...core import jacobi_step as library_step
+from ...methods import autoregressive
 from .report import call, failure, passed
 
 VOCAB = 64

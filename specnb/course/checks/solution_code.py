@@ -6,7 +6,7 @@ A solution that only forwards to it passes every check, since checks look at res
 whose library implementation it reaches. What counts as reaching it:
 
 - importing it: `from specnb.core import verify`, `from specnb.core.verify import verify as v`,
-  `from specnb.checks.verify import library_verify` (any name bound to the same object),
+  `from specnb.course.checks.verify import library_verify` (any name bound to the same object),
   `import specnb.core.verify as v` (Python binds the function here), `from specnb.core import *`;
 - an attribute of that name on anything: `specnb.core.verify(...)`, `sc.verify`,
   `sys.modules["specnb.core"].verify`, `specnb.core.verify.__wrapped__`;
@@ -56,11 +56,11 @@ def resolve(target: str):
 def names_of(targets) -> dict:
     """{name: target} for every name under which a specnb module holds one of `targets`.
 
-    `specnb.checks.verify` imports `verify` as `library_verify`, so both names map to
+    `specnb.course.checks.verify` imports `verify` as `library_verify`, so both names map to
     'specnb.core.verify:verify'.
     """
     importlib.import_module("specnb")
-    importlib.import_module("specnb.checks")
+    importlib.import_module("specnb.course.checks")
     objects = {id(resolve(t)): t for t in targets}
     names = {}
     for target in targets:

@@ -1,4 +1,4 @@
-"""`python -m specnb.bench_batch`: batched throughput against batch size, in one process.
+"""`python -m specnb.bench.batch`: batched throughput against batch size, in one process.
 
 For each batch size B, a batch of B prompts runs through our batched autoregressive,
 speculative and prompt-lookup loops and through transformers' batched greedy `generate`
@@ -28,16 +28,16 @@ import torch
 import transformers
 from tqdm.auto import tqdm
 
-from . import autoregressive, prompt_lookup, speculative
-from .bench import DTYPES, timed
-from .core.batch_kv import BatchedCachedLM
-from .data import DATA_DIR, GROUPS, load_prompts
-from .models import chat_ids
-from .drafters.model import pad_token_id
-from .methods.inputs import eos_token_ids
-from .methods.results import cut_at_eos
-from .pairs import load_pair
-from .theory import estimate_alpha
+from ..core.batch_kv import BatchedCachedLM
+from ..drafters.model import pad_token_id
+from ..methods import autoregressive, prompt_lookup, speculative
+from ..methods.inputs import eos_token_ids
+from ..methods.results import cut_at_eos
+from ..models.data import DATA_DIR, GROUPS, load_prompts
+from ..models.loading import chat_ids
+from ..models.pairs import load_pair
+from ..theory import estimate_alpha
+from .compare import DTYPES, timed
 
 METHODS = ["autoregressive", "speculative", "prompt_lookup", "hf"]
 
@@ -258,9 +258,10 @@ def format_table(record: dict) -> str:
 
 
 def main(argv=None) -> dict:
-    from .viz.batching import plot_batch_throughput  # only for the PNG: measuring needs no viz
+    from ..viz.batching import plot_batch_throughput  # only for the PNG: measuring needs no viz
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    parser = argparse.ArgumentParser(prog="python -m specnb.bench.batch",
+                                     description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 2, 4, 8, 16])
     parser.add_argument("--gamma", type=int, default=4)

@@ -12,7 +12,7 @@ prompt) is warmed up, then timed `--repeats` times (CUDA events on GPU); the med
 are checked against our autoregressive tokens; speedups are ratios within this one run, against
 our autoregressive loop, HF greedy `generate` and each method's HF peer (`PEERS`). Target
 forwards of the HF peers are counted with a forward hook. The record also holds the forward
-latency against tokens per forward on the same device (`specnb.bench_latency`).
+latency against tokens per forward on the same device (`specnb.core.latency`).
 
 It does not tune anything: settings come from the command line and are written with the
 results (JSON: device, dtype, versions, date, settings) next to a plot. The notebooks call the
@@ -33,14 +33,14 @@ import torch
 import transformers
 from tqdm.auto import tqdm
 
-from . import autoregressive, jacobi, prompt_lookup, speculative
-from .bench_latency import measure_forward_latency
-from .cli import check_out_file
-from .data import DATA_DIR, GROUPS, load_prompts
-from .models import as_device, chat_ids
-from .methods.schedules import CostAwareGamma
-from .pairs import load_embedded_head, load_pair
-from .theory import estimate_alpha, estimate_cost_ratio, predicted_speedup
+from ..core.args import check_out_file
+from ..core.latency import measure_forward_latency
+from ..methods import autoregressive, jacobi, prompt_lookup, speculative
+from ..methods.schedules import CostAwareGamma
+from ..models.data import DATA_DIR, GROUPS, load_prompts
+from ..models.loading import as_device, chat_ids
+from ..models.pairs import load_embedded_head, load_pair
+from ..theory import estimate_alpha, estimate_cost_ratio, predicted_speedup
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 PEERS = {"ours autoregressive": "HF generate", "ours speculative γ=": "HF assisted γ=",
@@ -417,7 +417,7 @@ def parse_args(argv=None, *, check_prompts: bool = False) -> argparse.Namespace:
 
 
 def main(argv=None) -> None:
-    from .viz.speedups import plot_speedups  # only for the PNG: measuring needs no viz
+    from ..viz.speedups import plot_speedups  # only for the PNG: measuring needs no viz
 
     args = parse_args(argv, check_prompts=True)
     start = time.perf_counter()

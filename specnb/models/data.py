@@ -5,7 +5,7 @@ from pathlib import Path
 
 # A wheel (`pip install .`) ships data/ inside the package as specnb/_data (pyproject.toml); a
 # checkout, and an editable install of it, read data/ beside specnb/.
-_PACKAGE = Path(__file__).resolve().parent
+_PACKAGE = Path(__file__).resolve().parent.parent  # specnb/
 DATA_DIR = _PACKAGE / "_data" if (_PACKAGE / "_data").is_dir() else _PACKAGE.parent / "data"
 GROUPS = ("open-ended", "input-grounded")
 

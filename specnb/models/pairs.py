@@ -14,7 +14,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from .data import DATA_DIR
-from .models import default_device, default_dtype, load_model
+from .loading import default_device, default_dtype, load_model
 
 EMBEDDED_DRAFT = DATA_DIR / "draft"
 EMBEDDED_HEAD = DATA_DIR / "head"
@@ -50,7 +50,7 @@ def load_embedded_draft(device=None, dtype=None):
     """The distilled draft shipped in data/draft (see data/README.md)."""
     if not (EMBEDDED_DRAFT / "config.json").exists():
         raise ValueError(f"no embedded draft in {EMBEDDED_DRAFT}; rebuild it with "
-                         f"`python -m specnb.train_draft` (data/README.md)")
+                         f"`python -m specnb.training.train_draft` (data/README.md)")
     device = torch.device(device) if device is not None else default_device()
     draft = AutoModelForCausalLM.from_pretrained(EMBEDDED_DRAFT, dtype=dtype or default_dtype(device))
     return draft.to(device).eval()
@@ -58,7 +58,7 @@ def load_embedded_draft(device=None, dtype=None):
 
 def load_embedded_head(target):
     """The feature-reading draft head shipped in data/head, as a drafter for `target`."""
-    from .drafters import FeatureDrafter
+    from ..drafters import FeatureDrafter
 
     return FeatureDrafter.from_pretrained(EMBEDDED_HEAD, target)
 

@@ -23,12 +23,12 @@ from collections import Counter
 
 import torch
 
-from . import autoregressive, speculative
-from .bench import methods, parse_args, timed
-from .core import logits_to_probs
-from .core.args import check_int
-from .theory import estimate_alpha, estimate_cost_ratio, expected_tokens_per_iteration, \
+from ..core import logits_to_probs
+from ..core.args import check_int
+from ..methods import autoregressive, speculative
+from ..theory import estimate_alpha, estimate_cost_ratio, expected_tokens_per_iteration, \
     predicted_speedup, predicted_with_block_cost, relative_cost
+from .compare import methods, parse_args, timed
 
 
 def speculative_summary(target, draft, ids, gamma=4, temperature=0.0, seed=0,
@@ -36,7 +36,7 @@ def speculative_summary(target, draft, ids, gamma=4, temperature=0.0, seed=0,
     """Run `specnb.speculative` once and return its numbers (the widgets' callback).
 
     Keys: gamma, temperature, new_tokens, iterations, target_forwards, draft_forwards,
-    draft_yield (accepted / drafted; also under its older name acceptance_rate), alpha_hat, tokens_per_iteration (measured), expected_tokens_per_iteration
+    draft_yield (accepted / drafted), alpha_hat, tokens_per_iteration (measured), expected_tokens_per_iteration
     (eq. 1 at α̂), emitted_counts {tokens emitted in one iteration: iterations},
     accepted_by_position [[accepted, reached] per draft position], wall_s.
     """
@@ -55,7 +55,6 @@ def speculative_summary(target, draft, ids, gamma=4, temperature=0.0, seed=0,
     return {"gamma": gamma, "temperature": temperature, "new_tokens": stats.new_tokens,
             "iterations": stats.iterations, "target_forwards": stats.target_forwards,
             "draft_forwards": stats.draft_forwards, "draft_yield": stats.draft_yield,
-            "acceptance_rate": stats.draft_yield,
             "alpha_hat": alpha_hat, "tokens_per_iteration": stats.new_tokens / stats.iterations,
             "expected_tokens_per_iteration": expected,
             "emitted_counts": dict(sorted(Counter(len(it.emitted) for it in result.trace).items())),

@@ -21,8 +21,8 @@ Example: SyntheticDraft(target, alpha=0.8) with γ = 4 emits on average
 
 import torch
 
-from .core.sampler import logits_to_probs, sample
-from .drafters.model import ModelDrafter
+from ..core.sampler import logits_to_probs, sample
+from ..drafters.model import ModelDrafter
 
 
 def mixture_weight(target_probs: torch.Tensor, noise_ids: torch.Tensor, alpha: float):

@@ -9,7 +9,7 @@ against itself, not capping at k) and names the one the student's answer matches
 
 import torch
 
-from ..core import ngram_lookup as library_lookup
+from ...core import ngram_lookup as library_lookup
 from .report import call, failure, passed
 
 NAME = "ngram_lookup"

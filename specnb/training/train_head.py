@@ -1,7 +1,7 @@
-"""Train the feature-reading draft head for the embedded target: `python -m specnb.train_head`.
+"""Train the feature-reading draft head for the embedded target: `python -m specnb.training.train_head`.
 
 Recipe (measured choices are recorded in data/README.md):
-1. Data written by the target (`specnb.head_data`): its answers to the training prompts, greedy
+1. Data written by the target (`specnb.training.head_data`): its answers to the training prompts, greedy
    then sampled at T = 0.7, 1.0, 0.85, ... (one round each), with the residual stream at
    `FEATURE_LAYERS` and the top-16 next-token log-probabilities captured by the very forwards
    that generate them. Cached per batch, resumable.
@@ -21,7 +21,6 @@ Recipe (measured choices are recorded in data/README.md):
 import argparse
 import json
 import math
-import platform
 import sys
 import time
 from pathlib import Path
@@ -30,12 +29,13 @@ import torch
 from torch.nn import functional as F
 from tqdm.auto import tqdm
 
-from .data import DATA_DIR, load_prompts
-from .drafters.feature import FeatureDrafter
-from .drafters.head import FeatureHead, HeadConfig
+from ..core.args import check_out_folder
+from ..drafters.feature import FeatureDrafter
+from ..drafters.head import FeatureHead, HeadConfig
+from ..models.data import DATA_DIR, load_prompts
+from ..models.loading import chat_ids, load_model
+from .common import warmup_cosine, write_record
 from .head_data import FEATURE_LAYERS, build_rounds, data_dir, generate_with_features
-from .models import chat_ids, load_model
-from .cli import check_out_folder
 
 DEFAULT_OUT = DATA_DIR / "head"
 FINAL_STATE = 30  # hidden_states index of SmolLM2's final normed state (what its LM head reads)
@@ -140,9 +140,7 @@ def train(head, entries, heldout, *, epochs, batch_size, lr, steps, step_decay, 
     order = sorted(range(len(entries)), key=lambda i: len(entries[i]["tokens"]))
     batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
     total = epochs * len(batches)
-    warmup = max(1, total // 20)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(
-        (s + 1) / warmup, 0.5 * (1 + math.cos(math.pi * min(1.0, s / total)))))
+    schedule = warmup_cosine(optimizer, total)
     best, history = None, []
     layers = list(head.config.feature_layers)
     top_index = layers.index(FINAL_STATE) if FINAL_STATE in layers else None
@@ -174,7 +172,7 @@ def train(head, entries, heldout, *, epochs, batch_size, lr, steps, step_decay, 
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m specnb.train_head",
+    parser = argparse.ArgumentParser(prog="python -m specnb.training.train_head",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--rounds", type=int, default=6,
@@ -272,31 +270,25 @@ def main(argv=None) -> None:
                                 log=lambda h: print(json.dumps(h), file=sys.stderr))
     head.eval()
     FeatureDrafter(head).save_pretrained(args.out)
-    record = {
-        "command": "python -m specnb.train_head " + " ".join(sys.argv[1:] if argv is None else argv),
-        "seed": args.seed, "prompts": len(prompts), "rounds": args.rounds,
-        "answers": len(examples), "answer_tokens": answer_tokens,
-        "positions": sum(len(e["tokens"]) for e in entries),
-        "trainable_parameters": sum(p.numel() for p in head.parameters() if p.requires_grad),
-        "parameters": sum(p.numel() for p in head.parameters()),
-        "draft_vocab": len(draft_to_target), "heldout_label_coverage": round(coverage, 4),
-        "heldout": f"{len(heldout)} eval prompts, the target's greedy answers, 128 tokens",
-        "history": history, "best_epoch": best_epoch,
-        "seconds": round(time.perf_counter() - started, 1),
-        "hardware": f"{platform.processor() or platform.machine()}, "
-                    f"{torch.get_num_threads()} threads, device {target.device}",
-        "torch": torch.__version__, "args": {k: str(v) for k, v in vars(args).items()},
-    }
-    (args.out / "training.json").write_text(json.dumps(record, indent=2) + "\n")
-    print(json.dumps(record, indent=2))
+    write_record(
+        args.out, "specnb.training.train_head", args, argv, started, target.device,
+        seed=args.seed, prompts=len(prompts), rounds=args.rounds,
+        answers=len(examples), answer_tokens=answer_tokens,
+        positions=sum(len(e["tokens"]) for e in entries),
+        trainable_parameters=sum(p.numel() for p in head.parameters() if p.requires_grad),
+        parameters=sum(p.numel() for p in head.parameters()),
+        draft_vocab=len(draft_to_target), heldout_label_coverage=round(coverage, 4),
+        heldout=f"{len(heldout)} eval prompts, the target's greedy answers, 128 tokens",
+        history=history, best_epoch=best_epoch,
+    )
 
 
 def evaluate(target, tokenizer, head, gamma: int, seed: int, max_new_tokens: int = 128) -> None:
     """α̂ (mean Σ min(p, q) over checked drafts), draft yield and tokens per forward of the head
     and of the distilled draft, greedy and at T = 0.7, all open-ended eval prompts as one batch."""
-    from .methods import speculative
-    from .pairs import load_embedded_draft
-    from .theory import estimate_alpha
+    from ..methods import speculative
+    from ..models.pairs import load_embedded_draft
+    from ..theory import estimate_alpha
 
     prompts = [chat_ids(tokenizer, p["prompt"])[0].tolist()
                for p in load_prompts("eval", "open-ended")]

@@ -1,4 +1,4 @@
-"""Distill a small draft model for the embedded target: `python -m specnb.train_draft`.
+"""Distill a small draft model for the embedded target: `python -m specnb.training.train_draft`.
 
 Recipe (measured choices are recorded in data/README.md):
 1. The target answers every prompt of `data/prompts/train.jsonl` greedily, then `--samples`
@@ -18,10 +18,7 @@ file per round, so a second run with other training settings starts training at 
 defaults are the ones that produced the shipped draft."""
 
 import argparse
-import json
 import math
-import platform
-import sys
 import time
 from pathlib import Path
 
@@ -29,10 +26,11 @@ import torch
 from tqdm.auto import tqdm
 from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
-from .cli import check_out_folder
-from .data import DATA_DIR, load_prompts
-from .methods import autoregressive
-from .models import cache_dir, chat_ids, load_model
+from ..core.args import check_out_folder
+from ..methods import autoregressive
+from ..models.data import DATA_DIR, load_prompts
+from ..models.loading import cache_dir, chat_ids, load_model
+from .common import warmup_cosine, write_record
 
 DEFAULT_OUT = DATA_DIR / "draft"
 
@@ -147,9 +145,7 @@ def train(draft, examples, *, epochs: int, batch_size: int, lr: float, kd_weight
     device = next(draft.parameters()).device
     steps = epochs * math.ceil(len(examples) / batch_size)
     optimizer = torch.optim.AdamW(draft.parameters(), lr=lr, weight_decay=0.01)
-    warmup = max(1, steps // 20)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(
-        (s + 1) / warmup, 0.5 * (1 + math.cos(math.pi * min(1.0, s / steps)))))
+    schedule = warmup_cosine(optimizer, steps)
     losses = []
     draft.train()
     with tqdm(total=steps, desc="training draft") as bar:
@@ -219,7 +215,7 @@ def check_args(parser, args) -> None:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m specnb.train_draft",
+    parser = argparse.ArgumentParser(prog="python -m specnb.training.train_draft",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--hidden", type=int, default=160)
@@ -296,22 +292,16 @@ def main(argv=None) -> None:
     draft.eval()
     agreement = heldout_agreement(target, [draft], heldout, eos_id=tokenizer.eos_token_id)[0]
     draft.to(torch.bfloat16).save_pretrained(args.out)
-    record = {
-        "command": "python -m specnb.train_draft " + " ".join(sys.argv[1:] if argv is None else argv),
-        "seed": args.seed, "prompts": len(prompts),
-        "answer_tokens": sum(len(e["ids"]) - e["answer_start"] for e in examples),
-        "labelled_tokens": sum(len(e["ids"]) - 1 for e in examples),
-        "parameters": sum(p.numel() for p in draft.parameters()),
-        "heldout_agreement": round(agreement, 4),
-        "heldout": f"{len(heldout)} eval prompts, the target's greedy answers, 64 tokens",
-        "first_loss": losses[0], "last_loss": sum(losses[-20:]) / len(losses[-20:]),
-        "seconds": round(time.perf_counter() - started, 1),
-        "hardware": f"{platform.processor() or platform.machine()}, "
-                    f"{torch.get_num_threads()} threads, device {target.device}",
-        "torch": torch.__version__, "args": {k: str(v) for k, v in vars(args).items()},
-    }
-    (args.out / "training.json").write_text(json.dumps(record, indent=2) + "\n")
-    print(json.dumps(record, indent=2))
+    write_record(
+        args.out, "specnb.training.train_draft", args, argv, started, target.device,
+        seed=args.seed, prompts=len(prompts),
+        answer_tokens=sum(len(e["ids"]) - e["answer_start"] for e in examples),
+        labelled_tokens=sum(len(e["ids"]) - 1 for e in examples),
+        parameters=sum(p.numel() for p in draft.parameters()),
+        heldout_agreement=round(agreement, 4),
+        heldout=f"{len(heldout)} eval prompts, the target's greedy answers, 64 tokens",
+        first_loss=losses[0], last_loss=sum(losses[-20:]) / len(losses[-20:]),
+    )
 
 
 if __name__ == "__main__":

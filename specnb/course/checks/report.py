@@ -12,8 +12,6 @@ import math
 
 import torch
 
-SIGNIFICANCE = 1e-4  # χ² tests fail below this p-value (fixed seeds: the outcome never flakes)
-NUM_SE = 4.5  # a rate may stray this many standard errors (`specnb.stats.binomial_tolerance`)
 
 
 class CheckFailed(AssertionError):
@@ -23,7 +21,7 @@ class CheckFailed(AssertionError):
 def short_tracebacks(shell=None) -> bool:
     """In IPython, show a `CheckFailed` as its message alone, not under a traceback that prints
     the check's own source; the cell still ends in an error, so grading sees it fail. Called
-    when `specnb.checks` is imported; returns whether a shell was found."""
+    when `specnb.course.checks` is imported; returns whether a shell was found."""
     if shell is None:
         try:
             from IPython import get_ipython
@@ -99,11 +97,6 @@ def to_float(value, name: str, given: str) -> float:
                       hint="return a single number (a Python float or a 0-d tensor)") from None
 
 
-def empirical_law(samples, vocab: int) -> torch.Tensor:
-    samples = torch.as_tensor(samples).flatten().long().clamp(0, vocab - 1)
-    return torch.bincount(samples, minlength=vocab).double() / max(samples.numel(), 1)
-
-
 def closest_mistake(law: torch.Tensor, target: torch.Tensor, mistakes: dict) -> str | None:
     """The hint of the known mistake whose law is nearest `law`, if nearer than the target's."""
     def tv(a, b):
@@ -114,5 +107,5 @@ def closest_mistake(law: torch.Tensor, target: torch.Tensor, mistakes: dict) -> 
     return best[1][1]
 
 
-__all__ = ["CheckFailed", "short_tracebacks", "NUM_SE", "SIGNIFICANCE", "call", "closest_mistake", "empirical_law",
+__all__ = ["CheckFailed", "short_tracebacks", "call", "closest_mistake",
            "failure", "passed", "show", "to_float"]

@@ -15,8 +15,8 @@ import math
 
 import torch
 
-from ..methods.results import DraftedToken, GenerationResult, Iteration, Stats
-from ..theory import estimate_alpha, estimate_cost_ratio, expected_tokens_per_iteration, \
+from ...methods.results import DraftedToken, GenerationResult, Iteration, Stats
+from ...theory import estimate_alpha, estimate_cost_ratio, expected_tokens_per_iteration, \
     optimal_gamma, predicted_speedup
 from .report import call, failure, passed, show, to_float
 

@@ -7,7 +7,7 @@ log-probabilities there. No second, teacher-forced pass is needed: on a 2-core C
 does about 450 token-forwards per second whatever the batch, so every forward saved is data won.
 
 Each batch of rows is cached on its own under `~/.cache/specnb/head-data/`, so an interrupted
-run resumes where it stopped. It does not train anything (`specnb.train_head` does).
+run resumes where it stopped. It does not train anything (`specnb.training.train_head` does).
 """
 
 import hashlib
@@ -17,8 +17,8 @@ import torch
 from tqdm.auto import tqdm
 from transformers import DynamicCache
 
-from .core.sampler import logits_to_probs, sample
-from .models import cache_dir
+from ..core.sampler import logits_to_probs, sample
+from ..models.loading import cache_dir
 
 # Residual stream entering layers 2 and 15, leaving layer 27, and the final (normed) state:
 # a low, a middle and a high layer as in EAGLE-3, plus the state the LM head reads.

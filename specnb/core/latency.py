@@ -7,7 +7,7 @@ plain data: `specnb.viz.latency.plot_forward_latency` draws it, and `python -m s
 stores it in its record.
 
 It deliberately does not batch several sequences (the k tokens all belong to one sequence, as
-in verifying k drafted tokens; `specnb.bench_batch.measure_batch_forward` times B rows) and
+in verifying k drafted tokens; `specnb.bench.batch.measure_batch_forward` times B rows) and
 draws nothing.
 
 Example: token_counts [1, 8] -> {"token_counts": [1, 8], "median_ms": [t1, t8], ...}, where
@@ -18,7 +18,7 @@ import statistics
 
 import torch
 
-from .core import CachedLM
+from .kv import CachedLM
 
 
 def measure_forward_latency(model, prefix_len: int, token_counts, repeats: int = 5,

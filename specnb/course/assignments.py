@@ -1,7 +1,7 @@
 """Release and grade the course assignments in assignments/source/ (nbgrader markup, no nbgrader).
 
-    python -m specnb.assignments release [--out assignments/release]
-    python -m specnb.assignments grade SUBMISSION... [--executed DIR]
+    python -m specnb.course.assignments release [--out assignments/release]
+    python -m specnb.course.assignments grade SUBMISSION... [--executed DIR]
 
 `release` writes the student versions the way nbgrader's `generate_assignment` does: in
 solution cells each `### BEGIN SOLUTION` ... `### END SOLUTION` region becomes
@@ -15,7 +15,7 @@ nothing), executes the notebook with errors allowed and prints per grade cell it
 when the cell ran without an error, else 0 and the first line of the error. Cells graded by
 hand (nbgrader `solution` and `grade`) are listed as "manual"; a total closes the report.
 
-Before running anything, `grade` parses the code the student wrote (`specnb.checks.solution_code`):
+Before running anything, `grade` parses the code the student wrote (`specnb.course.checks.solution_code`):
 a test cell whose exercise reaches the library's own implementation of the answer (the source
 notebook's metadata `specnb.write_yourself`) scores 0, with the line that does it. A submission
 that is not a notebook, whose kernel dies, or that runs over `--notebook-timeout` scores 0 with a
@@ -37,9 +37,9 @@ import time
 
 import nbformat
 
-from .cli import check_out_folder
+from ..core.args import check_out_folder
 
-SOURCE_DIR = pathlib.Path(__file__).resolve().parent.parent / "assignments" / "source"
+SOURCE_DIR = pathlib.Path(__file__).resolve().parents[2] / "assignments" / "source"
 CODE_STUB = "# YOUR CODE HERE\nraise NotImplementedError()"
 TEXT_STUB = "YOUR ANSWER HERE"
 BEGIN_SOLUTION, END_SOLUTION = "### BEGIN SOLUTION", "### END SOLUTION"
@@ -192,7 +192,7 @@ def execute(notebook, path: pathlib.Path, timeout: int, notebook_timeout: float)
     Raises TimeoutError past `notebook_timeout` seconds (the kernel is shut down)."""
     from nbclient import NotebookClient
 
-    quiet = logging.getLogger("specnb.assignments.kernel")  # nbclient's timeout/death logs:
+    quiet = logging.getLogger("specnb.course.assignments.kernel")  # nbclient's timeout/death logs:
     quiet.setLevel(logging.CRITICAL)  # the report says it in one line instead
     client = NotebookClient(notebook, timeout=timeout, kernel_name="python3", allow_errors=True,
                             interrupt_on_timeout=True, log=quiet,
@@ -378,7 +378,7 @@ def check_args(parser, args) -> None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m specnb.assignments", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m specnb.course.assignments", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--source", type=pathlib.Path, default=SOURCE_DIR,
                         help="folder of source notebooks (default: %(default)s)")

@@ -5,7 +5,7 @@ inputs (and in law, for the samplers), prints one "✓ ... passed" line, or rais
 with the input, the expected and the returned value and a hint. Random inputs come from a
 generator seeded inside the check (`seed=` picks another set, e.g. for hidden tests).
 
-    from specnb import checks
+    from specnb.course import checks
     checks.check_accept_probability(accept_probability)
 
 Exercises: 1 `acceptance`, 2 `verify`, 3 `ngram`, 4 `jacobi`, 5 `gamma` and `tokens`,

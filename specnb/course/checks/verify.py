@@ -14,9 +14,9 @@ passes with probability Σ min(p, q).
 import torch
 import torch.nn.functional as F
 
-from ..core import acceptance_overlap, verify as library_verify
-from ..stats import binomial_tolerance, chi2_pvalue
-from .report import NUM_SE, SIGNIFICANCE, call, closest_mistake, empirical_law, failure, \
+from ...core import acceptance_overlap, verify as library_verify
+from ...stats import SIGNIFICANCE, binomial_tolerance, chi2_pvalue, empirical_law
+from .report import call, closest_mistake, failure, \
     passed, show
 
 NAME = "verify"
@@ -159,7 +159,7 @@ def check_verify(verify, seed: int = 0, batch: int = 20_000) -> None:
         overlap = float(acceptance_overlap(p[j], q[j]))
         pvalue = chi2_pvalue(tokens, p[j])
         if pvalue < SIGNIFICANCE:
-            law, rest = empirical_law(tokens, vocab), 1.0 - overlap
+            law, rest = torch.from_numpy(empirical_law(tokens, vocab)), 1.0 - overlap
             mistakes = {"p": (torch.minimum(p[j], q[j]) + rest * p[j], "looks like resampling "
                               "from p after a rejection: sample from (p − q)+ normalized"),
                         "q": (q[j], "looks like the draft's law q: are drafts kept without the "
@@ -170,7 +170,7 @@ def check_verify(verify, seed: int = 0, batch: int = 20_000) -> None:
                           hint=closest_mistake(law, p[j], mistakes) or
                           "accept with min(1, p/q), on rejection draw from the residual")
         rate = (accepted[reached] > j).double().mean().item()
-        if abs(rate - overlap) > binomial_tolerance(overlap, int(reached.sum()), NUM_SE):
+        if abs(rate - overlap) > binomial_tolerance(overlap, int(reached.sum())):
             raise failure(NAME, given=given, expected=f"draft {j} accepted in {overlap:.4f} of "
                           f"the rows that reached it (Σ min(p, q))", got=f"{rate:.4f}",
                           hint="one uniform per draft from `generator`; accept iff u < "

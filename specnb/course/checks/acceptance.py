@@ -14,10 +14,10 @@ too, so a failure names the mistake the samples look like.
 
 import torch
 
-from ..core import accept_probability as library_accept_probability, acceptance_overlap, \
+from ...core import accept_probability as library_accept_probability, acceptance_overlap, \
     residual_distribution as library_residual
-from ..stats import binomial_tolerance, chi2_pvalue
-from .report import NUM_SE, SIGNIFICANCE, call, closest_mistake, empirical_law, failure, \
+from ...stats import SIGNIFICANCE, binomial_tolerance, chi2_pvalue, empirical_law
+from .report import call, closest_mistake, failure, \
     passed, show, to_float
 
 # A pair over 6 tokens with every kind of token: p > q (kept, and in the residual), p < q
@@ -133,7 +133,7 @@ def check_verify_one(verify_one, seed: int = 0, num_draws: int = 20_000) -> None
     emitted = torch.tensor(emitted)
     kept = (emitted == torch.tensor(drafts)).double().mean().item()  # a rejected x is never re-emitted
     overlap = float(acceptance_overlap(p, q))
-    law, pvalue = empirical_law(emitted, vocab), chi2_pvalue(emitted, p)
+    law, pvalue = torch.from_numpy(empirical_law(emitted, vocab)), chi2_pvalue(emitted, p)
     given = (f"{num_draws} calls with target_probs = {show(p)}, draft_probs = {show(q)}, "
              f"draft tokens drawn from q")
     if pvalue < SIGNIFICANCE:
@@ -151,7 +151,7 @@ def check_verify_one(verify_one, seed: int = 0, num_draws: int = 20_000) -> None
         raise failure(name, given=given, expected=f"tokens distributed as p = {show(p)}",
                       got=f"empirical law {show(law.float())} (χ² p-value {pvalue:.2g})",
                       hint=hint)
-    if abs(kept - overlap) > binomial_tolerance(overlap, num_draws, NUM_SE):
+    if abs(kept - overlap) > binomial_tolerance(overlap, num_draws):
         raise failure(name, given=given, expected=f"the draft kept in {overlap:.4f} of the calls "
                       f"(Σ min(p, q))", got=f"kept in {kept:.4f}",
                       hint="keep x exactly when u < min(1, p(x)/q(x)) with one uniform u per call")

@@ -17,7 +17,7 @@ import math
 import torch
 from scipy.stats import chi2 as chi2_distribution
 
-from ..core.verify import accept_probability, residual_distribution
+from ...core.verify import accept_probability, residual_distribution
 from .report import call, failure, passed, show, to_float
 
 # The pair of the find-the-bug task: every mistake of notebook 04 moves >= 0.05 of mass here.

@@ -24,8 +24,8 @@ from contextlib import contextmanager
 
 import torch
 
-from .core.sampler import sample
-from .core.verify import Verdict, accept_probability, draft_probabilities, residual_weights
+from ..core.sampler import sample
+from ..core.verify import Verdict, accept_probability, draft_probabilities, residual_weights
 
 # The package re-exports the function `speculative`, which hides the module of the same name.
 _LOOP_MODULE = "specnb.methods.speculative"

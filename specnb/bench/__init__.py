@@ -1,0 +1,11 @@
+"""Measuring: the side-by-side benchmark, batched throughput and one-prompt live races.
+
+    python -m specnb.bench          compare: every method beside transformers' peers (JSON + PNG)
+    python -m specnb.bench.batch    batch: throughput against batch size
+    from specnb.bench import live   live: one prompt, timed, for notebooks 05, 09 and 10
+
+What goes here: code that runs models to time them and writes records (data/results/). What
+does not: the loops being timed (`specnb.methods`), the forward-latency curve the γ schedule
+also needs (`specnb.core.latency`), and any drawing (`specnb.viz` reads the records; a command
+imports viz only inside a function, to write its PNG).
+"""

@@ -1,0 +1,10 @@
+"""Getting models and prompts: the embedded target, (target, drafter) pairs, the shipped data.
+
+    loading   the embedded SmolLM2 (fetched and dequantized once, then cached), any Hugging Face
+              model, devices and dtypes, chat prompts as ids, a truncated stand-in draft
+    pairs     `load_pair()`: a target, its drafter and the tokenizer; the embedded draft and head
+    data      `DATA_DIR` (data/ in a checkout, specnb/_data in a wheel) and `load_prompts`
+
+What does not go here: decoding (`specnb.methods`), training the embedded draft and head
+(`specnb.training`), timing (`specnb.bench`).
+"""

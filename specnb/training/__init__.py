@@ -1,0 +1,13 @@
+"""Building the embedded draft and feature head from the target's own text (offline, on CPU).
+
+    python -m specnb.training.train_draft   distils a small Llama draft into data/draft/
+    python -m specnb.training.train_head    trains the feature head into data/head/
+    head_data                               the target's answers and hidden states the head
+                                            trains on
+    common                                  the warm-up/cosine learning rate and the
+                                            training.json record both commands write
+
+What does not go here: the head's and drafter's architecture (`specnb.drafters.head`,
+`specnb.drafters.feature`: training imports them), loading models (`specnb.models`), and any
+decoding loop (`specnb.methods`).
+"""
