@@ -269,7 +269,7 @@ def run(args, pair=None, progress: bool = True) -> dict:
             "rows": [asdict(r) for r in rows]}
 
 
-def summarize(record: dict, group: str | None = None) -> list:
+def summary_rows(record: dict, group: str | None = None) -> list:
     """Per method: totals over prompts (of one group), speedups against the baselines."""
     rows = [r for r in record["rows"] if group in (None, r["group"])]
     if not rows:
@@ -311,7 +311,7 @@ def summarize(record: dict, group: str | None = None) -> list:
 
 def summaries(record: dict) -> dict:
     """{'all': summary, 'open-ended': ..., 'input-grounded': ...}, groups without rows left out."""
-    found = {group or "all": summarize(record, group) for group in (None, *GROUPS)}
+    found = {group or "all": summary_rows(record, group) for group in (None, *GROUPS)}
     return {group: summary for group, summary in found.items() if summary}
 
 

@@ -20,6 +20,7 @@ import torch
 from ..core import logits_to_probs
 from ..core.sampler import check_temperature
 from ..stats import chi2_goodness_of_fit, empirical_law  # noqa: F401  (notebooks 03, 04 call them here)
+from .bars import grouped_bars
 
 TOY_TOKENS = ("the", "a", "cat", "dog", "sat", "on", "mat", ".")
 TOY_TARGET_LOGITS = (2.0, 1.6, 1.2, 0.9, 0.4, 0.0, -0.6, -1.2)
@@ -68,22 +69,11 @@ def _exact_probs(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     return torch.softmax(shifted / temperature, dim=-1).float()
 
 
-def _grouped_bars(ax, labels, laws: dict) -> None:
-    """One group of bars per label, one bar per law in `laws` (name -> `[K]` values)."""
-    width = 0.8 / len(laws)
-    positions = np.arange(len(labels))
-    for i, (name, law) in enumerate(laws.items()):
-        ax.bar(positions + (i - (len(laws) - 1) / 2) * width, np.asarray(law, dtype=float),
-               width, label=name)
-    ax.set_xticks(positions, labels)
-    ax.legend(fontsize="small")
-
-
 def plot_toy_pair(shape: float = 1.0, temperature: float = 1.0):
     """Grouped bars of p, q, min(p, q) and the normalized residual; Σ min(p, q) in the title."""
     pair = toy_pair(shape, temperature)
     fig, ax = plt.subplots(figsize=(9, 3.8))
-    _grouped_bars(ax, TOY_TOKENS, {"target p": pair.target_probs, "draft q": pair.draft_probs,
+    grouped_bars(ax, TOY_TOKENS, {"target p": pair.target_probs, "draft q": pair.draft_probs,
                                    "min(p, q)": pair.overlap,
                                    "residual (p−q)+ / Σ(p−q)+": pair.residual})
     ax.set(title=f"Toy pair (shape {shape:g}, temperature {temperature:g}): "
@@ -158,7 +148,7 @@ def top_k_buckets(token_ids: torch.Tensor, probs: torch.Tensor, k: int) -> tuple
 def plot_law_comparison(labels, laws: dict, title: str):
     """Grouped bars comparing laws (name -> `[K]` probabilities) over the same K labels."""
     fig, ax = plt.subplots(figsize=(9, 3.8))
-    _grouped_bars(ax, labels, laws)
+    grouped_bars(ax, labels, laws)
     ax.set(title=title, xlabel="token", ylabel="probability")
     ax.tick_params(axis="x", labelrotation=30 if len(labels) > 8 else 0)
     fig.tight_layout()

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from ..theory import optimal_gamma, predicted_speedup
+from .bars import grouped_bars
 
 DRAFT_MARKS = {"accepted": "✓", "rejected": "✗", "unverified": "·"}
 EMIT_MARKS = {"accepted": "", "resampled": "~", "bonus": "+", "target": ""}
@@ -214,17 +215,10 @@ def lookup_html(result, tokenizer, prompt_ids, iterations, context=30) -> str:
 
 def plot_grouped_bars(categories, series: dict, *, title, xlabel, ylabel, reference=None):
     """Bars per category, one colour per series; an optional horizontal reference line."""
-    if not series or any(len(values) != len(categories) for values in series.values()):
-        raise ValueError("series must map each name to exactly one value per category")
     fig, ax = plt.subplots(figsize=(max(5.0, 1.8 * len(categories)), 3.8))
-    width = 0.8 / len(series)
-    for k, (name, values) in enumerate(series.items()):
-        ax.bar(np.arange(len(categories)) + (k - (len(series) - 1) / 2) * width, values,
-               width, label=name)
+    grouped_bars(ax, categories, series, fontsize=8)
     if reference is not None:
         ax.axhline(reference, color="black", linewidth=0.8)
-    ax.set_xticks(np.arange(len(categories)), categories, fontsize=8)
     ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
-    ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
