@@ -1,0 +1,143 @@
+"""User turns written by the target itself, to train the head on more prompts than the 320
+human-written ones: `self_written(target, tokenizer, 4000)`.
+
+The target is asked, through its chat template, to "write one question a curious person might
+ask about {topic}" (three phrasings × the topics below), sampled at T = 1 with one generator per
+request (seeded by the request's index), so request k always gets the same text. Its replies are
+cleaned: the first line, without quotes or a "Question:" label, 4–40 words, ending in ? . or !;
+exact duplicates (after lower-casing) dropped, and any reply too close to an eval prompt is
+dropped: one that shares an 8-word window with one, or most of whose content words one holds.
+
+Raw replies are cached in chunks of CHUNK requests under ~/.cache/specnb/self-prompts/, so a
+larger count reuses every chunk made. It does not answer the prompts (`head_data` does).
+"""
+
+import hashlib
+import json
+import re
+
+import torch
+
+from ..models.loading import cache_dir
+from .slots import generate_stream
+
+TEMPLATES = (
+    "Write one question a curious person might ask about {topic}. Reply with the question only.",
+    "Write one request a person might type to a helpful assistant about {topic}. Reply with "
+    "the request only.",
+    "Write one practical how-to question about {topic}. Reply with the question only.",
+)
+TOPICS = (
+    "cooking", "baking bread", "gardening", "houseplants", "birds", "dogs", "cats", "the ocean",
+    "volcanoes", "earthquakes", "the weather", "climate", "the moon", "the planets", "stars",
+    "black holes", "electricity", "magnets", "light", "sound", "music theory", "the guitar",
+    "the piano", "painting", "photography", "poetry", "novels", "grammar", "learning a language",
+    "ancient Rome", "ancient Egypt", "the Middle Ages", "the printing press", "world maps",
+    "mountains", "rivers", "deserts", "forests", "insects", "dinosaurs", "evolution", "genetics",
+    "the human heart", "sleep", "nutrition", "vitamins", "exercise", "running", "swimming",
+    "chess", "board games", "video games", "football", "basketball", "the Olympics",
+    "personal finance", "saving money", "budgeting", "taxes", "starting a business", "job interviews",
+    "writing a resume", "email etiquette", "time management", "studying for exams", "mathematics",
+    "fractions", "geometry", "probability", "statistics", "algebra", "Python programming",
+    "JavaScript", "databases", "the internet", "computer security", "passwords", "spreadsheets",
+    "machine learning", "robots", "cars", "bicycles", "trains", "airplanes", "travel",
+    "packing a suitcase", "camping", "hiking", "recycling", "saving energy at home",
+    "home repairs", "cleaning", "laundry", "coffee", "tea", "chocolate", "friendship",
+    "parenting", "public speaking", "philosophy", "economics", "elections", "the moon landing",
+)
+CHUNK = 256
+EIGHT = 8  # words in a window that an eval prompt may not share
+STOPWORDS = frozenset(
+    "a an the and or but of to in on at for with about by from is are was were be been do does "
+    "did how what why when where which who whom can could would should will i you my your me we "
+    "it its this that these those some any one".split())
+
+
+def words(text: str) -> list:
+    return re.findall(r"[a-z0-9']+", text.lower())
+
+
+def clean(reply: str) -> str | None:
+    """The reply as one user turn, or None. Example: '"Question: Why do cats purr?"\\nSure'
+    -> 'Why do cats purr?'."""
+    lines = [line.strip() for line in reply.strip().splitlines() if line.strip()]
+    if not lines:
+        return None
+    quotes = '"“”\' '
+    text = re.sub(r"^(\d+[.)]\s*|(question|request|q)\s*:\s*)", "", lines[0].strip(quotes),
+                  flags=re.I).strip(quotes)
+    if not 4 <= len(words(text)) <= 40 or not 15 <= len(text) <= 240 \
+            or text[-1] not in "?.!":
+        return None
+    return text
+
+
+def too_close(text: str, references: list) -> bool:
+    """Whether `text` shares an 8-word window with a reference, or a reference holds most
+    (> 60 %) of its content words."""
+    mine = words(text)
+    windows = {tuple(mine[i:i + EIGHT]) for i in range(len(mine) - EIGHT + 1)}
+    content = set(mine) - STOPWORDS
+    for reference in references:
+        theirs = words(reference)
+        if windows & {tuple(theirs[i:i + EIGHT]) for i in range(len(theirs) - EIGHT + 1)}:
+            return True
+        if content and len(content & set(theirs)) > 0.6 * len(content):
+            return True
+    return False
+
+
+def select(replies: list, count: int, exclude: list, known: list = ()) -> list:
+    """Clean `replies` in order; keep the first `count` that are new (not in `known`, not seen)
+    and not too close to any of `exclude` (the eval prompts)."""
+    seen = {" ".join(words(k)) for k in known}
+    kept = []
+    for reply in replies:
+        text = clean(reply)
+        if text is None or " ".join(words(text)) in seen or too_close(text, exclude):
+            continue
+        seen.add(" ".join(words(text)))
+        kept.append(text)
+        if len(kept) == count:
+            break
+    return kept
+
+
+def requests(start: int, stop: int) -> list:
+    """Requests start..stop-1: request k asks template k % 3 about topic (k // 3) % topics."""
+    return [TEMPLATES[k % len(TEMPLATES)].format(topic=TOPICS[(k // len(TEMPLATES)) % len(TOPICS)])
+            for k in range(start, stop)]
+
+
+def self_written(target, tokenizer, count: int, *, exclude: list, known: list = (),
+                 seed: int = 0, rows: int = 64, max_new_tokens: int = 48,
+                 max_chunks: int | None = None) -> list:
+    """`count` cleaned user turns written by the target (fewer if `max_chunks` runs out)."""
+    from ..models.loading import chat_ids
+
+    if not isinstance(count, int) or count < 0:
+        raise ValueError(f"count must be an int >= 0, got {count!r}")
+    key = hashlib.sha256(json.dumps([TEMPLATES, TOPICS, seed, max_new_tokens]).encode())
+    folder = cache_dir() / "self-prompts" / key.hexdigest()[:12]
+    folder.mkdir(parents=True, exist_ok=True)
+    max_chunks = max_chunks or 4 * (count // CHUNK + 1)
+    replies, chunk = [], 0
+    while len(select(replies, count, exclude, known)) < count and chunk < max_chunks:
+        path = folder / f"chunk{chunk}.json"
+        if not path.exists():
+            jobs = [(k, chat_ids(tokenizer, text)[0].tolist(), 1.0,
+                     torch.Generator(device=target.device).manual_seed(seed * 1_000_003 + k))
+                    for k, text in zip(range(chunk * CHUNK, (chunk + 1) * CHUNK),
+                                       requests(chunk * CHUNK, (chunk + 1) * CHUNK))]
+            out = dict(generate_stream(
+                target, jobs, rows=rows, max_new_tokens=max_new_tokens,
+                eos_id=tokenizer.eos_token_id, layers=(0,), top_k=1,
+                columns=max(len(j[1]) for j in jobs) + max_new_tokens))
+            texts = [tokenizer.decode(out[k]["ids"][out[k]["answer_start"]:],
+                                      skip_special_tokens=True) for k, *_ in jobs]
+            partial = path.with_suffix(".partial")
+            partial.write_text(json.dumps(texts))
+            partial.rename(path)
+        replies += json.loads(path.read_text())
+        chunk += 1
+    return select(replies, count, exclude, known)
