@@ -113,14 +113,18 @@ def generate_stream(target, jobs, *, rows: int, max_new_tokens: int, eos_id: int
         """Next token of each of `slots` from its logits [n, V]; records its top-k."""
         logp = logits.float().log_softmax(-1)
         top_logp, top_ids = logp.topk(top_k, dim=-1)
-        tokens = logp.argmax(-1).cpu()
-        for i, slot in enumerate(slots):
-            temperature, generator = slot_job[slot][2], slot_job[slot][3]
-            if temperature > 0:
-                probs = torch.softmax(logits[i].float() / temperature, -1)
-                cdf = probs.cumsum(-1)
-                u = torch.rand(1, generator=generator, device=cdf.device) * cdf[-1]
-                tokens[i] = int(torch.searchsorted(cdf, u).clamp_max(len(cdf) - 1))
+        tokens = logits.argmax(-1).cpu()  # greedy: the argmax of the logits, as generate
+        temperatures = torch.tensor([float(slot_job[int(s)][2]) for s in slots])
+        for temperature in temperatures.unique().tolist():
+            if temperature == 0:
+                continue
+            picked = (temperatures == temperature).nonzero()[:, 0]
+            cdf = torch.softmax(logits[picked.to(logits.device)].float() / temperature,
+                                -1).cumsum(-1)  # [n, V]
+            uniform = torch.cat([torch.rand(1, generator=slot_job[int(slots[i])][3],
+                                            device=cdf.device) for i in picked])
+            drawn = torch.searchsorted(cdf, (uniform * cdf[:, -1])[:, None])[:, 0]
+            tokens[picked] = drawn.clamp_max(cdf.shape[-1] - 1).cpu()
         column = length[slots] - 1
         top_ids_buffer[slots, column] = top_ids.int().cpu()
         top_logp_buffer[slots, column] = top_logp.half().cpu()
