@@ -143,3 +143,24 @@ def test_requests_cycle_templates_and_topics():
 def test_self_written_refuses_a_negative_count(target):
     with pytest.raises(ValueError, match="count must be"):
         prompts.self_written(target, None, -1, exclude=[])
+
+
+@pytest.mark.embedded
+def test_greedy_rows_equal_generate_on_the_embedded_model(embedded):
+    """Three training prompts (one long, input-grounded) through 2 slots, 24 tokens each."""
+    from specnb.models.data import load_prompts
+    from specnb.models.loading import chat_ids
+
+    model, tokenizer = embedded
+    texts = [p["prompt"] for p in load_prompts("train")[:3]]
+    rows = [chat_ids(tokenizer, text)[0].tolist() for text in texts]
+    examples = head_data.generate_with_features(
+        model, rows, max_new_tokens=24, temperature=0.0, generator=None,
+        eos_id=tokenizer.eos_token_id, rows=2)
+    for prompt, example in zip(rows, examples):
+        expected = model.generate(torch.tensor([prompt]), attention_mask=torch.ones(
+            1, len(prompt), dtype=torch.long), do_sample=False, max_new_tokens=24,
+            eos_token_id=tokenizer.eos_token_id)[0].tolist()
+        assert example["ids"] == expected
+        assert example["features"].shape == (len(expected) - 1, len(head_data.FEATURE_LAYERS),
+                                              model.config.hidden_size)
