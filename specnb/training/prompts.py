@@ -17,6 +17,7 @@ import json
 import re
 
 import torch
+from tqdm.auto import tqdm
 
 from ..models.loading import cache_dir
 from .slots import generate_stream
@@ -117,12 +118,14 @@ def self_written(target, tokenizer, count: int, *, exclude: list, known: list = 
 
     if not isinstance(count, int) or count < 0:
         raise ValueError(f"count must be an int >= 0, got {count!r}")
-    key = hashlib.sha256(json.dumps([TEMPLATES, TOPICS, seed, max_new_tokens]).encode())
+    key = hashlib.sha256(json.dumps([TEMPLATES, TOPICS, seed, max_new_tokens, CHUNK]).encode())
     folder = cache_dir() / "self-prompts" / key.hexdigest()[:12]
     folder.mkdir(parents=True, exist_ok=True)
     max_chunks = max_chunks or 4 * (count // CHUNK + 1)
-    replies, chunk = [], 0
-    while len(select(replies, count, exclude, known)) < count and chunk < max_chunks:
+    replies, chunk, kept = [], 0, 0
+    bar = tqdm(total=count, desc="prompts written by the target", unit="prompt",
+               disable=count == 0)
+    while kept < count and chunk < max_chunks:
         path = folder / f"chunk{chunk}.json"
         if not path.exists():
             jobs = [(k, chat_ids(tokenizer, text)[0].tolist(), 1.0,
@@ -140,4 +143,7 @@ def self_written(target, tokenizer, count: int, *, exclude: list, known: list = 
             partial.rename(path)
         replies += json.loads(path.read_text())
         chunk += 1
+        bar.update(len(select(replies, count, exclude, known)) - kept)
+        kept = bar.n
+    bar.close()
     return select(replies, count, exclude, known)
