@@ -107,22 +107,28 @@ def test_a_prompt_too_long_for_the_slots_is_refused(target):
                              eos_id=EOS, layers=LAYERS, columns=32))
 
 
-@pytest.mark.parametrize("reply,cleaned", [
-    ('"Question: Why do cats purr so much?"\nSure!', "Why do cats purr so much?"),
+@pytest.mark.parametrize("line,cleaned", [
+    ('"Why do cats purr so much?"', "Why do cats purr so much?"),
     ("1. How do I water a cactus in winter?", "How do I water a cactus in winter?"),
+    ("- What makes bread rise in the oven?", "What makes bread rise in the oven?"),
+    ("* 1. 2) Explain how yeast works.", "Explain how yeast works."),
+    ("Pick up the shovel and dig.", None),  # neither a question nor a request
+    ("DO: How to care for a healthy plant is simple?", None),  # a colon
+    ("Here are five questions about cooking:", None),  # talks about the task
     ("Why?", None),  # too short
     ("How do volcanoes form under the sea floor", None),  # no end mark: cut off
-    ("  \n ", None),
+    ("  ", None),
     ("What " + "very " * 45 + "big?", None),  # too long
 ])
-def test_clean(reply, cleaned):
-    assert prompts.clean(reply) == cleaned
+def test_clean(line, cleaned):
+    assert prompts.clean(line) == cleaned
 
 
 def test_select_drops_duplicates_and_prompts_close_to_eval():
     evals = ["What are three simple tips for getting better sleep?",
              "Why is the sky blue? Please explain it simply."]
-    replies = ["What are three simple tips for getting better sleep at night?",  # content words
+    replies = ["Sure! Here are five questions.\n"
+               "1. What are three simple tips for getting better sleep at night?",  # content
                "Could you tell me why is the sky blue? Please explain it simply, thanks.",  # 8-gram
                "How do bees make honey?", "how do bees make HONEY?",  # duplicate
                "Who was Ada Lovelace?",  # a human train prompt
@@ -135,7 +141,7 @@ def test_select_drops_duplicates_and_prompts_close_to_eval():
 
 def test_requests_cycle_templates_and_topics():
     first = prompts.requests(0, 4)
-    assert first[0].startswith("Write one question") and "cooking" in first[0]
+    assert first[0].startswith("Write five different questions") and "cooking" in first[0]
     assert "cooking" in first[2] and "baking bread" in first[3]
     assert len(set(prompts.requests(0, 3 * len(prompts.TOPICS)))) == 3 * len(prompts.TOPICS)
 

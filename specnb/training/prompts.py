@@ -1,12 +1,14 @@
 """User turns written by the target itself, to train the head on more prompts than the 320
 human-written ones: `self_written(target, tokenizer, 4000)`.
 
-The target is asked, through its chat template, to "write one question a curious person might
-ask about {topic}" (three phrasings × the topics below), sampled at T = 1 with one generator per
-request (seeded by the request's index), so request k always gets the same text. Its replies are
-cleaned: the first line, without quotes or a "Question:" label, 4–40 words, ending in ? . or !;
-exact duplicates (after lower-casing) dropped, and any reply too close to an eval prompt is
-dropped: one that shares an 8-word window with one, or most of whose content words one holds.
+The target is asked, through its chat template, to "write five different questions a curious
+person might ask about {topic}, one per line, numbered 1 to 5" (three phrasings × the topics
+below), sampled at T = 0.8 with one generator per request (seeded by the request's index), so
+request k always gets the same text. Every line of a reply is a candidate, cleaned: without its
+number, quotes or a "Question:" label, 4–40 words, no colon, ending in ? (or a request: a
+verb such as "explain" first, ending in . or !), not talking about the task ("question"); exact duplicates (after lower-casing) dropped, and any line too
+close to an eval prompt is dropped: one that shares an 8-word window with one, or most of whose
+content words one holds.
 
 Raw replies are cached in chunks of CHUNK requests under ~/.cache/specnb/self-prompts/, so a
 larger count reuses every chunk made. It does not answer the prompts (`head_data` does).
@@ -23,11 +25,14 @@ from ..models.loading import cache_dir
 from .slots import generate_stream
 
 TEMPLATES = (
-    "Write one question a curious person might ask about {topic}. Reply with the question only.",
-    "Write one request a person might type to a helpful assistant about {topic}. Reply with "
-    "the request only.",
-    "Write one practical how-to question about {topic}. Reply with the question only.",
+    "Write five different questions a curious person might ask about {topic}, one per line, "
+    "numbered 1 to 5.",
+    "Write five different requests people type to a helpful assistant about {topic}, one per "
+    "line, numbered 1 to 5.",
+    "Write five different practical how-to questions about {topic}, one per line, numbered 1 "
+    "to 5.",
 )
+TEMPERATURE = 0.8
 TOPICS = (
     "cooking", "baking bread", "gardening", "houseplants", "birds", "dogs", "cats", "the ocean",
     "volcanoes", "earthquakes", "the weather", "climate", "the moon", "the planets", "stars",
@@ -47,6 +52,10 @@ TOPICS = (
     "parenting", "public speaking", "philosophy", "economics", "elections", "the moon landing",
 )
 CHUNK = 256
+# A line that does not end in "?" counts as a request only if it starts with one of these.
+REQUEST_VERBS = frozenset(
+    "explain describe write give suggest help tell recommend compare list summarize show "
+    "create plan teach translate name find please".split())
 EIGHT = 8  # words in a window that an eval prompt may not share
 STOPWORDS = frozenset(
     "a an the and or but of to in on at for with about by from is are was were be been do does "
@@ -58,19 +67,23 @@ def words(text: str) -> list:
     return re.findall(r"[a-z0-9']+", text.lower())
 
 
-def clean(reply: str) -> str | None:
-    """The reply as one user turn, or None. Example: '"Question: Why do cats purr?"\\nSure'
-    -> 'Why do cats purr?'."""
-    lines = [line.strip() for line in reply.strip().splitlines() if line.strip()]
-    if not lines:
-        return None
+def clean(line: str) -> str | None:
+    """One line of a reply as a user turn, or None. Examples: '2. Why do cats purr?' ->
+    'Why do cats purr?'; 'Here are five questions:' -> None (it talks about the task)."""
     quotes = '"“”\' '
-    text = re.sub(r"^(\d+[.)]\s*|(question|request|q)\s*:\s*)", "", lines[0].strip(quotes),
-                  flags=re.I).strip(quotes)
-    if not 4 <= len(words(text)) <= 40 or not 15 <= len(text) <= 240 \
-            or text[-1] not in "?.!":
+    text, prefix = line, r"^\s*(\d+[.)]|[-*•]|(question|request|q)\s*\d*\s*:)"
+    while True:  # "* 1. 2) Why ...?" -> "Why ...?"
+        text = text.strip().strip(quotes)
+        stripped = re.sub(prefix, "", text, flags=re.I)
+        if stripped == text:
+            break
+        text = stripped
+    found = words(text)
+    if not 4 <= len(found) <= 40 or not 15 <= len(text) <= 240 or ":" in text \
+            or '"' in text or {"question", "questions", "request", "requests"} & set(found):
         return None
-    return text
+    asks = text.endswith("?") or (found[0] in REQUEST_VERBS and text[-1] in ".!")
+    return text if asks else None
 
 
 def too_close(text: str, references: list) -> bool:
@@ -89,12 +102,12 @@ def too_close(text: str, references: list) -> bool:
 
 
 def select(replies: list, count: int, exclude: list, known: list = ()) -> list:
-    """Clean `replies` in order; keep the first `count` that are new (not in `known`, not seen)
+    """Clean every line of `replies` in order; keep the first `count` that are new (not in `known`, not seen)
     and not too close to any of `exclude` (the eval prompts)."""
     seen = {" ".join(words(k)) for k in known}
     kept = []
-    for reply in replies:
-        text = clean(reply)
+    for line in (line for reply in replies for line in reply.splitlines()):
+        text = clean(line)
         if text is None or " ".join(words(text)) in seen or too_close(text, exclude):
             continue
         seen.add(" ".join(words(text)))
@@ -111,14 +124,14 @@ def requests(start: int, stop: int) -> list:
 
 
 def self_written(target, tokenizer, count: int, *, exclude: list, known: list = (),
-                 seed: int = 0, rows: int = 64, max_new_tokens: int = 48,
+                 seed: int = 0, rows: int = 64, max_new_tokens: int = 120,
                  max_chunks: int | None = None) -> list:
     """`count` cleaned user turns written by the target (fewer if `max_chunks` runs out)."""
     from ..models.loading import chat_ids
 
     if not isinstance(count, int) or count < 0:
         raise ValueError(f"count must be an int >= 0, got {count!r}")
-    key = hashlib.sha256(json.dumps([TEMPLATES, TOPICS, seed, max_new_tokens, CHUNK]).encode())
+    key = hashlib.sha256(json.dumps([TEMPLATES, TOPICS, TEMPERATURE, seed, max_new_tokens, CHUNK]).encode())
     folder = cache_dir() / "self-prompts" / key.hexdigest()[:12]
     folder.mkdir(parents=True, exist_ok=True)
     max_chunks = max_chunks or 4 * (count // CHUNK + 1)
@@ -128,7 +141,7 @@ def self_written(target, tokenizer, count: int, *, exclude: list, known: list = 
     while kept < count and chunk < max_chunks:
         path = folder / f"chunk{chunk}.json"
         if not path.exists():
-            jobs = [(k, chat_ids(tokenizer, text)[0].tolist(), 1.0,
+            jobs = [(k, chat_ids(tokenizer, text)[0].tolist(), TEMPERATURE,
                      torch.Generator(device=target.device).manual_seed(seed * 1_000_003 + k))
                     for k, text in zip(range(chunk * CHUNK, (chunk + 1) * CHUNK),
                                        requests(chunk * CHUNK, (chunk + 1) * CHUNK))]
