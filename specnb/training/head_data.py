@@ -1,5 +1,6 @@
-"""Training data for the feature-reading draft head, written by the target itself:
-`python -m specnb.training.head_data --tokens 1000000`.
+"""Write the feature head's training data with the target, in resumable shards.
+
+    python -m specnb.training.head_data --tokens 1000000
 
 The target answers training prompts (round 0 greedily, then by sampling at T = 0.7, 1.0, 0.85,
 ...), and the *same* forwards that write an answer record what the head learns from: the
@@ -227,7 +228,7 @@ def add_data_arguments(parser, batch_flags=("--data-batch-size",)) -> None:
     parser.add_argument("--self-prompts", type=int, default=4000,
                         help="prompts written by the target, after the 320 human ones "
                              "(0: human prompts only)")
-    parser.add_argument(*batch_flags, type=int, default=64, dest="data_batch_size",
+    parser.add_argument(*batch_flags, type=int, default=64, dest="data_batch_size", metavar="N",
                         help="rows generated together (slots of the continuous batch)")
 
 
