@@ -17,13 +17,14 @@ import pytest
 
 from specnb.bench import compare as bench
 from specnb.course import assignments
-from specnb.training import train_draft, train_head
+from specnb.training import head_data, train_draft, train_head
 
 HERE = Path(__file__)  # an existing file: a bad output folder, and a path under it
 FOLDER = HERE.parent  # an existing folder holding no notebooks and no saved model
 UNDER_A_FILE = str(HERE / "x" / "out.json")
 SUBMISSION = Path(assignments.SOURCE_DIR) / "03_ngram_lookup.ipynb"
 MODULES = {"bench": bench, "train_draft": train_draft, "train_head": train_head,
+           "head_data": head_data,
            "assignments": assignments}
 
 ROWS = [
@@ -94,6 +95,15 @@ ROWS = [
     ("train_head", ["--evaluate", "/nonexistent/head"], "no saved head there"),
     ("train_head", ["--out", str(HERE)], "exists and is not a folder"),
     ("train_head", ["--out", UNDER_A_FILE], "cannot write there"),
+    ("train_head", ["--data-tokens", "0"], "--data-tokens must be >= 1"),
+    ("train_head", ["--self-prompts", "-1"], "--self-prompts must be >= 0"),
+    ("train_head", ["--data-batch-size", "0"], "--data-batch-size must be >= 1"),
+    # head_data
+    ("head_data", ["--tokens", "0"], "--tokens must be >= 1"),
+    ("head_data", ["--batch-size", "0"], "--batch-size must be >= 1"),
+    ("head_data", ["--max-new-tokens", "0"], "--max-new-tokens must be >= 1"),
+    ("head_data", ["--rounds", "0"], "--rounds must be >= 1"),
+    ("head_data", ["--self-prompts", "-5"], "--self-prompts must be >= 0"),
     # assignments
     ("assignments", [], "required"),
     ("assignments", ["grade"], "the following arguments are required"),
@@ -115,7 +125,7 @@ def tripwires(monkeypatch):
     def tripwire(*args, **kwargs):
         raise AssertionError("work started before the command line was checked")
     for module, names in ((bench, ["load_pair", "run"]), (train_draft, ["load_model"]),
-                          (train_head, ["load_model"]),
+                          (train_head, ["load_model"]), (head_data, ["load_model"]),
                           (assignments, ["release", "grade", "grade_notebook"])):
         for name in names:
             monkeypatch.setattr(module, name, tripwire)
@@ -154,6 +164,7 @@ SUBPROCESS_ROWS = [
     ("specnb.bench", ["--repeats", "0"], "--repeats must be >= 1"),
     ("specnb.training.train_draft", ["--epochs", "0"], "--epochs must be >= 1"),
     ("specnb.training.train_head", ["--out", str(HERE)], "exists and is not a folder"),
+    ("specnb.training.head_data", ["--tokens", "0"], "--tokens must be >= 1"),
     ("specnb.course.assignments", ["grade", "/nonexistent/nb.ipynb"], "no such file or folder"),
 ]
 

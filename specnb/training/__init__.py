@@ -2,8 +2,10 @@
 
     python -m specnb.training.train_draft   distils a small Llama draft into data/draft/
     python -m specnb.training.train_head    trains the feature head into data/head/
-    head_data                               the target's answers and hidden states the head
-                                            trains on
+    python -m specnb.training.head_data     the target's answers and hidden states the head
+                                            trains on, in resumable shards (`slots`: the
+                                            continuous batching; `prompts`: user turns the
+                                            target writes)
     common                                  the warm-up/cosine learning rate and the
                                             training.json record both commands write
 

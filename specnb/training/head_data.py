@@ -1,28 +1,41 @@
-"""Training data for the feature-reading draft head, written by the target itself.
+"""Write the feature head's training data with the target, in resumable shards.
 
-The target answers the training prompts (greedily, then by sampling at several temperatures),
-and the *same* forwards that generate an answer also record what the head learns from: the
-residual stream at a few layers for every position, and the target's top-k next-token
-log-probabilities there. No second, teacher-forced pass is needed: on a 2-core CPU the target
-does about 450 token-forwards per second whatever the batch, so every forward saved is data won.
+    python -m specnb.training.head_data --tokens 1000000
 
-Each batch of rows is cached on its own under `~/.cache/specnb/head-data/`, so an interrupted
-run resumes where it stopped. It does not train anything (`specnb.training.train_head` does).
+The target answers training prompts (round 0 greedily, then by sampling at T = 0.7, 1.0, 0.85,
+...), and the *same* forwards that write an answer record what the head learns from: the
+residual stream at `FEATURE_LAYERS` for every position, and the target's top-k next-token
+log-probabilities after each answer position. No second, teacher-forced pass. Generation runs
+through `slots.generate_stream` (continuous batching: a finished row takes the next prompt).
+
+The prompts: the human-written `data/prompts/train.jsonl`, then prompts the target wrote
+(`specnb.training.prompts`). The data comes in *shards*: one per (round, block of SHARD_SIZE
+consecutive prompts), named by a hash of what decides its content (the block's prompt ids, the
+round's temperature and seed, max_new_tokens, layers, top_k) and nothing else, so adding
+prompts or rounds keeps every shard already made. A shard is written as `.partial` and renamed,
+with a small `.json` beside it (its counts); stopping loses at most the shards in flight.
+
+It does not train anything (`specnb.training.train_head` does).
 """
 
+import argparse
 import hashlib
 import json
+import sys
+import time
+from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
-from transformers import DynamicCache
 
-from ..core.sampler import logits_to_probs, sample
-from ..models.loading import cache_dir
+from ..models.loading import cache_dir, load_model
+from .slots import generate_stream
 
 # Residual stream entering layers 2 and 15, leaving layer 27, and the final (normed) state:
 # a low, a middle and a high layer as in EAGLE-3, plus the state the LM head reads.
 FEATURE_LAYERS = (2, 15, 27, 30)
+SHARD_SIZE = 64  # prompts per shard
+TOP_K = 16
 
 
 def round_settings(num_rounds: int) -> list:
@@ -31,101 +44,231 @@ def round_settings(num_rounds: int) -> list:
     return [(0.0 if r == 0 else temperatures[(r - 1) % 3], r) for r in range(num_rounds)]
 
 
-def data_dir(prompt_ids: list, max_new_tokens: int, layers=FEATURE_LAYERS):
-    """The cache folder, named by what determines its content (prompts, length, layers)."""
-    key = hashlib.sha256(json.dumps([[list(map(int, p)) for p in prompt_ids], max_new_tokens,
-                                     list(layers)]).encode()).hexdigest()[:12]
-    return cache_dir() / "head-data" / key
+def shard_dir() -> Path:
+    return cache_dir() / "head-data" / "shards"
 
 
-@torch.inference_mode()
+def _digest(value) -> str:
+    return hashlib.sha256(json.dumps(value).encode()).hexdigest()
+
+
+def shard_path(block: list, temperature: float, round_: int, seed: int, max_new_tokens: int,
+               layers=FEATURE_LAYERS, folder: Path | None = None) -> Path:
+    """The file of one shard, named by what determines its content (not the whole prompt list)."""
+    key = _digest([[list(map(int, p)) for p in block], temperature, round_, seed,
+                   max_new_tokens, list(layers), TOP_K])[:16]
+    return (folder or shard_dir()) / f"r{round_}-T{temperature:g}-n{max_new_tokens}-{key}.pt"
+
+
+def plan(prompt_ids: list, num_rounds: int) -> list:
+    """[(round, temperature, block)]: every block of round 0, then of round 1, ..."""
+    blocks = [prompt_ids[i:i + SHARD_SIZE] for i in range(0, len(prompt_ids), SHARD_SIZE)]
+    return [(r, t, block) for t, r in round_settings(num_rounds) for block in blocks]
+
+
+def row_generator(prompt: list, round_: int, seed: int, device) -> torch.Generator:
+    """A generator per (prompt, round, seed): a sampled answer does not depend on its batch."""
+    return torch.Generator(device=device).manual_seed(
+        int(_digest([list(map(int, prompt)), round_, seed])[:15], 16))
+
+
+def cached_shards(prompt_ids: list, num_rounds: int, max_new_tokens: int, seed: int = 0,
+                  layers=FEATURE_LAYERS, folder: Path | None = None) -> list:
+    """The plan's shards that are already made, in plan order (nothing is generated)."""
+    paths = [shard_path(block, t, r, seed, max_new_tokens, layers, folder)
+             for r, t, block in plan(prompt_ids, num_rounds)]
+    return [p for p in paths if p.exists()]
+
+
+def shard_info(path: Path) -> dict:
+    """The counts beside a shard (rebuilt from the shard if the .json is missing)."""
+    info_path = path.with_suffix(".json")
+    if info_path.exists():
+        return json.loads(info_path.read_text())
+    examples = torch.load(path)
+    info = {"examples": len(examples),
+            "answer_tokens": sum(len(e["ids"]) - e["answer_start"] for e in examples),
+            "positions": sum(len(e["features"]) for e in examples)}
+    info_path.write_text(json.dumps(info))
+    return info
+
+
+def build(target, prompt_ids: list, *, tokens: int | None, num_rounds: int, max_new_tokens: int,
+          eos_id: int, seed: int = 0, rows: int = 64, layers=FEATURE_LAYERS,
+          folder: Path | None = None, progress: bool = True) -> tuple:
+    """Make the plan's shards, in order, until they hold >= `tokens` answer tokens (None: all);
+    return (their paths, a record of the counts and the measured rate). Shards that exist are
+    kept; the missing ones are generated together, through one stream of `rows` slots."""
+    for name, value in (("num_rounds", num_rounds), ("max_new_tokens", max_new_tokens),
+                        ("rows", rows)):
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+    if tokens is not None and tokens < 1:
+        raise ValueError(f"tokens must be >= 1 or None (the whole plan), got {tokens!r}")
+    if not prompt_ids:
+        raise ValueError("prompt_ids must hold at least one prompt")
+    folder = folder or shard_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    steps = [(r, t, block, shard_path(block, t, r, seed, max_new_tokens, layers, folder))
+             for r, t, block in plan(prompt_ids, num_rounds)]
+    cached = sum(shard_info(p)["answer_tokens"] for *_, p in steps if p.exists())
+    goal = float("inf") if tokens is None else tokens
+    made, rows_done, started, cpu_started = 0, 0, time.perf_counter(), time.process_time()
+    waiting = {}  # path -> [example or None]: the shards in flight
+    bar = tqdm(total=None if tokens is None else max(0, tokens - cached), unit="tok",
+               desc="answer tokens", disable=not progress)
+
+    def expected() -> float:
+        """Answer tokens cached, made, and expected from the rows still to end."""
+        per_row = made / rows_done if rows_done else 0.75 * max_new_tokens
+        open_rows = sum(e is None for examples in waiting.values() for e in examples)
+        return cached + made + open_rows * per_row
+
+    def jobs():  # lazily: a new shard starts only while the goal is not reached
+        for r, t, block, path in steps:
+            if path.exists():
+                continue
+            if expected() >= goal:
+                return
+            waiting[path] = [None] * len(block)
+            for i, prompt in enumerate(block):
+                generator = None if t == 0 else row_generator(prompt, r, seed, target.device)
+                yield (path, i), list(map(int, prompt)), t, generator
+
+    columns = max(len(p) for p in prompt_ids) + max_new_tokens
+    try:
+        for (path, i), example in generate_stream(
+                target, jobs(), rows=rows, max_new_tokens=max_new_tokens, eos_id=eos_id,
+                layers=layers, top_k=TOP_K, columns=columns):
+            answer = len(example["ids"]) - example["answer_start"]
+            made, rows_done = made + answer, rows_done + 1
+            bar.update(answer)
+            bar.set_postfix(tok_s=f"{made / (time.perf_counter() - started):.0f}")
+            waiting[path][i] = example
+            if all(e is not None for e in waiting[path]):
+                _save(path, waiting.pop(path))
+    except KeyboardInterrupt:
+        print("stopped: the shards in flight are lost, every finished one is kept",
+              file=sys.stderr)
+    finally:
+        bar.close()
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+    paths, total = [], 0
+    for *_, path in steps:  # the plan's shards in order, up to the goal
+        if total >= goal:
+            break
+        if path.exists():
+            paths.append(path)
+            total += shard_info(path)["answer_tokens"]
+    infos = [shard_info(p) for p in paths]
+    record = {"answer_tokens_cached": sum(i["answer_tokens"] for i in infos),
+              "positions_cached": sum(i["positions"] for i in infos),
+              "shards": len(paths), "shards_in_plan": len(steps),
+              "disk_bytes": sum(p.stat().st_size for p in paths),
+              "answer_tokens_made": made, "seconds": round(seconds, 1),
+              "tokens_per_second": round(made / seconds, 1) if seconds and made else None,
+              "tokens_per_cpu_minute": round(60 * made / cpu) if cpu and made else None,
+              "rows": rows, "max_new_tokens": max_new_tokens, "prompts": len(prompt_ids)}
+    return paths, record
+
+
+def _save(path: Path, examples: list) -> None:
+    partial = path.with_suffix(".partial")
+    torch.save(examples, partial)
+    partial.rename(path)
+    path.with_suffix(".json").unlink(missing_ok=True)
+    shard_info(path)  # writes the counts beside it
+
+
 def generate_with_features(target, prompts: list, *, max_new_tokens: int, temperature: float,
-                           generator: torch.Generator, eos_id: int, layers=FEATURE_LAYERS,
-                           top_k: int = 16) -> list:
-    """Answer a batch of prompts (lists of ids); return one example per prompt.
+                           generator: torch.Generator | None, eos_id: int,
+                           layers=FEATURE_LAYERS, top_k: int = TOP_K, rows: int = 64) -> list:
+    """Answer prompts (lists of ids); return one example per prompt, in their order.
 
     An example: `ids` (prompt + answer), `answer_start`, `features [n-1, len(layers), H]`
     (fp16; position t of ids, the last token is never fed), and `top_ids`, `top_logp`
     `[n-1, top_k]`: the target's next-token distribution after each answer position and the
-    last prompt position (earlier prompt positions hold -1: not scored).
+    last prompt position (earlier prompt positions hold -1: not scored). Sampled rows draw
+    their own generators from `generator` (one seed each, in prompt order).
     """
-    batch, width = len(prompts), max(len(p) for p in prompts)
-    pad = eos_id
-    ids = torch.full((batch, width), pad, dtype=torch.long)
-    mask = torch.zeros(batch, width, dtype=torch.long)
-    for row, prompt in enumerate(prompts):  # left padding: every row's last token at column -1
-        ids[row, width - len(prompt):] = torch.tensor(prompt)
-        mask[row, width - len(prompt):] = 1
-    device = target.device
-    ids, mask = ids.to(device), mask.to(device)
-    cache = DynamicCache()
-    per_step = []  # (features [B, T, L, H], top_logp, top_ids) for each forward
-    answers = [[] for _ in range(batch)]
-    finished = torch.zeros(batch, dtype=torch.bool)
-    feed, positions = ids, (mask.cumsum(1) - 1).clamp_min(0)
-    for step in range(max_new_tokens):
-        # The prompts' forward scores only the last column: full-vocabulary labels for every
-        # prompt position would cost gigabytes for long prompts; those positions get none (-1).
-        out = target(input_ids=feed, attention_mask=mask, position_ids=positions,
-                     past_key_values=cache, use_cache=True, output_hidden_states=True,
-                     logits_to_keep=1)
-        features = torch.stack([out.hidden_states[layer] for layer in layers], dim=2)
-        top_logp, top_ids = out.logits.float().log_softmax(-1).topk(top_k, dim=-1)
-        if step == 0 and feed.shape[1] > 1:
-            none = feed.shape[1] - 1
-            top_logp = torch.cat([top_logp.new_zeros(batch, none, top_k), top_logp], 1)
-            top_ids = torch.cat([top_ids.new_full((batch, none, top_k), -1), top_ids], 1)
-        per_step.append((features.half().cpu(), top_logp.half().cpu(), top_ids.int().cpu()))
-        last = out.logits[:, -1]
-        probs = logits_to_probs(last, temperature)
-        token = probs.argmax(-1) if temperature == 0 else sample(probs, generator=generator)
-        token = token.cpu()
-        for row in range(batch):
-            if not finished[row]:
-                answers[row].append(int(token[row]))
-        finished |= token == eos_id
-        finished |= torch.tensor([len(a) >= max_new_tokens for a in answers])
-        if bool(finished.all()):
-            break
-        feed = token.view(batch, 1).to(device)
-        positions = positions[:, -1:] + 1
-        mask = torch.cat([mask, torch.ones(batch, 1, dtype=mask.dtype, device=device)], 1)
-    features = torch.cat([s[0] for s in per_step], 1)
-    top_logp = torch.cat([s[1] for s in per_step], 1)
-    top_ids = torch.cat([s[2] for s in per_step], 1)
-    examples = []
-    for row, (prompt, answer) in enumerate(zip(prompts, answers)):
-        start = width - len(prompt)  # first real column
-        fed = len(prompt) + len(answer) - 1  # the last answer token was never fed
-        examples.append({"ids": list(prompt) + answer, "answer_start": len(prompt),
-                         "features": features[row, start:start + fed].clone(),
-                         "top_logp": top_logp[row, start:start + fed].clone(),
-                         "top_ids": top_ids[row, start:start + fed].clone()})
-    return examples
+    if temperature > 0 and not isinstance(generator, torch.Generator):
+        raise ValueError("generator must be a torch.Generator when temperature > 0")
+    seeds = (torch.randint(0, 2**62, (len(prompts),), generator=generator).tolist()
+             if temperature > 0 else [None] * len(prompts))
+    jobs = [(i, list(map(int, p)), temperature,
+             None if s is None else torch.Generator(device=target.device).manual_seed(s))
+            for i, (p, s) in enumerate(zip(prompts, seeds))]
+    columns = max(len(p) for p in prompts) + max_new_tokens
+    out = dict(generate_stream(target, jobs, rows=min(rows, len(prompts)),
+                               max_new_tokens=max_new_tokens, eos_id=eos_id, layers=layers,
+                               top_k=top_k, columns=columns))
+    return [out[i] for i in range(len(prompts))]
 
 
-def build_rounds(target, prompt_ids: list, *, num_rounds: int, max_new_tokens: int, eos_id: int,
-                 seed: int = 0, batch_size: int = 64, layers=FEATURE_LAYERS) -> list:
-    """Generate (or load from the cache) every round; return the paths of the batch files."""
-    folder = data_dir(prompt_ids, max_new_tokens, layers)
-    folder.mkdir(parents=True, exist_ok=True)
-    # Long prompts together: less padding per batch.
-    order = sorted(range(len(prompt_ids)), key=lambda i: len(prompt_ids[i]))
-    paths = []
-    for temperature, round_ in round_settings(num_rounds):
-        for start in tqdm(range(0, len(order), batch_size),
-                          desc=f"round {round_} (T={temperature:g})"):
-            path = folder / f"round{round_}-T{temperature:g}-seed{seed}-b{start}.pt"
-            paths.append(path)
-            if path.exists():
-                continue
-            generator = torch.Generator(device=target.device).manual_seed(
-                seed * 100_003 + round_ * 1009 + start)
-            rows = [list(map(int, prompt_ids[i])) for i in order[start:start + batch_size]]
-            examples = generate_with_features(target, rows, max_new_tokens=max_new_tokens,
-                                              temperature=temperature, generator=generator,
-                                              eos_id=eos_id, layers=layers)
-            partial = path.with_suffix(".partial")
-            torch.save(examples, partial)
-            partial.rename(path)
-    return paths
+def prompt_pool(target, tokenizer, self_prompts: int, *, seed: int = 0, rows: int = 64) -> list:
+    """Chat-formatted ids of the human-written train prompts, then of `self_prompts` prompts
+    the target wrote (none near an eval prompt); the eval prompts never enter."""
+    from ..models.data import load_prompts
+    from ..models.loading import chat_ids
+    from .prompts import self_written
+
+    human = [p["prompt"] for p in load_prompts("train")]
+    written = self_written(target, tokenizer, self_prompts, seed=seed, rows=rows, known=human,
+                           exclude=[p["prompt"] for p in load_prompts("eval")]) \
+        if self_prompts else []
+    return [chat_ids(tokenizer, text)[0].tolist() for text in human + written]
+
+
+def add_data_arguments(parser, batch_flags=("--data-batch-size",)) -> None:
+    """The options that decide which shards hold the data (shared with train_head)."""
+    parser.add_argument("--rounds", type=int, default=6,
+                        help="rounds over the prompts at most: 1 greedy, then sampled (T cycles "
+                             "0.7, 1.0, 0.85)")
+    parser.add_argument("--max-new-tokens", type=int, default=192)
+    parser.add_argument("--self-prompts", type=int, default=4000,
+                        help="prompts written by the target, after the 320 human ones "
+                             "(0: human prompts only)")
+    parser.add_argument(*batch_flags, type=int, default=64, dest="data_batch_size", metavar="N",
+                        help="rows generated together (slots of the continuous batch)")
+
+
+def check_data_arguments(parser, args, batch_flag="--data-batch-size") -> None:
+    for name, flag in (("rounds", "--rounds"), ("max_new_tokens", "--max-new-tokens"),
+                       ("data_batch_size", batch_flag)):
+        if getattr(args, name) < 1:
+            parser.error(f"{flag} must be >= 1, got {getattr(args, name)}")
+    if args.self_prompts < 0:
+        parser.error(f"--self-prompts must be >= 0, got {args.self_prompts}")
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m specnb.training.head_data",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--tokens", type=int, default=1_000_000,
+                        help="answer tokens to have cached (shards already made count)")
+    add_data_arguments(parser, ("--batch-size", "--data-batch-size"))
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    if args.tokens < 1:
+        parser.error(f"--tokens must be >= 1, got {args.tokens}")
+    check_data_arguments(parser, args, "--batch-size")
+    target, tokenizer = load_model()
+    pool = prompt_pool(target, tokenizer, args.self_prompts, seed=args.seed,
+                       rows=args.data_batch_size)
+    paths, record = build(target, pool, tokens=args.tokens, num_rounds=args.rounds,
+                          max_new_tokens=args.max_new_tokens, eos_id=tokenizer.eos_token_id,
+                          seed=args.seed, rows=args.data_batch_size)
+    record.update(command="python -m specnb.training.head_data " + " ".join(
+        sys.argv[1:] if argv is None else argv), threads=torch.get_num_threads(),
+        finished=time.strftime("%Y-%m-%d %H:%M:%S"))
+    log = shard_dir().parent / "head-data-log.json"
+    runs = json.loads(log.read_text()) if log.exists() else []
+    log.write_text(json.dumps(runs + [record], indent=1) + "\n")
+    print(json.dumps(record, indent=1))
+    if record["answer_tokens_cached"] < args.tokens:
+        print(f"the plan ({len(pool)} prompts × {args.rounds} rounds) holds fewer than "
+              f"{args.tokens} answer tokens: raise --rounds or --self-prompts", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,10 +1,12 @@
 """Train the feature-reading draft head for the embedded target: `python -m specnb.training.train_head`.
 
 Recipe (measured choices are recorded in data/README.md):
-1. Data written by the target (`specnb.training.head_data`): its answers to the training prompts, greedy
-   then sampled at T = 0.7, 1.0, 0.85, ... (one round each), with the residual stream at
-   `FEATURE_LAYERS` and the top-16 next-token log-probabilities captured by the very forwards
-   that generate them. Cached per batch, resumable.
+1. Data written by the target (`specnb.training.head_data`): its answers to the training prompts
+   (the 320 human ones, then `--self-prompts` it wrote), greedy then sampled at T = 0.7, 1.0,
+   0.85, ... (one round each), with the residual stream at `FEATURE_LAYERS` and the top-16
+   next-token log-probabilities captured by the very forwards that generate them. Cached in
+   shards, resumable: `--data-tokens N` takes the plan's first shards up to N answer tokens
+   (making the missing ones); by default every shard `head_data` already made, in plan order.
 2. Draft vocabulary: the `--draft-vocab` most frequent tokens of those answers, always with the
    special tokens; the head's LM head starts as the target's embedding rows of those tokens.
 3. Loss: cross-entropy against the target's distribution (renormalized on the draft vocabulary)
@@ -19,6 +21,7 @@ Recipe (measured choices are recorded in data/README.md):
 """
 
 import argparse
+import hashlib
 import json
 import math
 import sys
@@ -35,7 +38,9 @@ from ..drafters.head import FeatureHead, HeadConfig
 from ..models.data import DATA_DIR, load_prompts
 from ..models.loading import chat_ids, load_model
 from .common import warmup_cosine, write_record
-from .head_data import FEATURE_LAYERS, build_rounds, data_dir, generate_with_features
+from .head_data import (FEATURE_LAYERS, add_data_arguments, build, cached_shards,
+                        check_data_arguments,
+                        generate_with_features, prompt_pool, shard_dir)
 
 DEFAULT_OUT = DATA_DIR / "head"
 FINAL_STATE = 30  # hidden_states index of SmolLM2's final normed state (what its LM head reads)
@@ -175,10 +180,11 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m specnb.training.train_head",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    parser.add_argument("--rounds", type=int, default=6,
-                        help="rounds of target answers: 1 greedy, then sampled (T cycles "
-                             "0.7, 1.0, 0.85)")
-    parser.add_argument("--max-new-tokens", type=int, default=192)
+    add_data_arguments(parser)
+    parser.add_argument("--data-tokens", type=int, default=None,
+                        help="answer tokens to train on: the plan's first shards up to N, made "
+                             "if missing (default: every shard already made; 140 000 tokens "
+                             "if none is)")
     parser.add_argument("--draft-vocab", type=int, default=8192)
     parser.add_argument("--steps", type=int, default=3, help="unrolled draft steps in training")
     parser.add_argument("--step-decay", type=float, default=0.8)
@@ -195,7 +201,10 @@ def main(argv=None) -> None:
                         help="only measure a saved head: α̂ in the decoding loop on the open-ended "
                              "eval prompts, greedy and at T = 0.7, beside the distilled draft")
     args = parser.parse_args(argv)
-    for name in ("rounds", "max_new_tokens", "draft_vocab", "steps", "epochs", "batch_size"):
+    check_data_arguments(parser, args)
+    if args.data_tokens is not None and args.data_tokens < 1:
+        parser.error(f"--data-tokens must be >= 1, got {args.data_tokens}")
+    for name in ("draft_vocab", "steps", "epochs", "batch_size"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if args.limit is not None and args.limit < 1:
@@ -220,15 +229,20 @@ def main(argv=None) -> None:
         return
     for p in target.parameters():
         p.requires_grad_(False)
-    prompts = load_prompts("train")[:args.limit]
-    prompt_ids = [chat_ids(tokenizer, p["prompt"])[0].tolist() for p in prompts]
-    paths = build_rounds(target, prompt_ids, num_rounds=args.rounds,
-                         max_new_tokens=args.max_new_tokens, eos_id=tokenizer.eos_token_id)
+    prompt_ids = prompt_pool(target, tokenizer, args.self_prompts, seed=args.seed,
+                             rows=args.data_batch_size)[:args.limit]
+    build_args = dict(num_rounds=args.rounds, max_new_tokens=args.max_new_tokens,
+                      eos_id=tokenizer.eos_token_id, seed=args.seed, rows=args.data_batch_size)
+    paths = cached_shards(prompt_ids, args.rounds, args.max_new_tokens, args.seed) \
+        if args.data_tokens is None else []
+    if not paths:
+        paths, _ = build(target, prompt_ids, tokens=args.data_tokens or 140_000, **build_args)
     examples = [e for path in tqdm(paths, desc="loading data") for e in torch.load(path)]
 
     # Held-out: the target's greedy answers to the eval prompts (cached like the rest).
     heldout_ids = [chat_ids(tokenizer, p["prompt"])[0].tolist() for p in load_prompts("eval")]
-    heldout_path = data_dir(heldout_ids, 128) / "heldout-greedy.pt"
+    key = hashlib.sha256(json.dumps([heldout_ids, 128, list(FEATURE_LAYERS)]).encode())
+    heldout_path = shard_dir().parent / f"heldout-greedy-{key.hexdigest()[:12]}.pt"
     if not heldout_path.exists():
         heldout_path.parent.mkdir(parents=True, exist_ok=True)
         torch.save(generate_with_features(target, heldout_ids, max_new_tokens=128,
@@ -272,7 +286,7 @@ def main(argv=None) -> None:
     FeatureDrafter(head).save_pretrained(args.out)
     write_record(
         args.out, "specnb.training.train_head", args, argv, started, target.device,
-        seed=args.seed, prompts=len(prompts), rounds=args.rounds,
+        seed=args.seed, prompts=len(prompt_ids), rounds=args.rounds, shards=len(paths),
         answers=len(examples), answer_tokens=answer_tokens,
         positions=sum(len(e["tokens"]) for e in entries),
         trainable_parameters=sum(p.numel() for p in head.parameters() if p.requires_grad),

@@ -1,0 +1,162 @@
+"""User turns written by the target itself, to train the head on more prompts than the 320
+human-written ones: `self_written(target, tokenizer, 4000)`.
+
+The target is asked, through its chat template, to "write five different questions a curious
+person might ask about {topic}, one per line, numbered 1 to 5" (three phrasings × the topics
+below), sampled at T = 0.8 with one generator per request (seeded by the request's index), so
+request k always gets the same text. Every line of a reply is a candidate, cleaned: without its
+number, quotes or a "Question:" label, 4–40 words, no colon, ending in ? (or a request: a
+verb such as "explain" first, ending in . or !), not talking about the task ("question"); exact duplicates (after lower-casing) dropped, and any line too
+close to an eval prompt is dropped: one that shares an 8-word window with one, or most of whose
+content words one holds.
+
+Raw replies are cached in chunks of CHUNK requests under ~/.cache/specnb/self-prompts/, so a
+larger count reuses every chunk made. It does not answer the prompts (`head_data` does).
+"""
+
+import hashlib
+import json
+import re
+
+import torch
+from tqdm.auto import tqdm
+
+from ..models.loading import cache_dir
+from .slots import generate_stream
+
+TEMPLATES = (
+    "Write five different questions a curious person might ask about {topic}, one per line, "
+    "numbered 1 to 5.",
+    "Write five different requests people type to a helpful assistant about {topic}, one per "
+    "line, numbered 1 to 5.",
+    "Write five different practical how-to questions about {topic}, one per line, numbered 1 "
+    "to 5.",
+)
+TEMPERATURE = 0.8
+TOPICS = (
+    "cooking", "baking bread", "gardening", "houseplants", "birds", "dogs", "cats", "the ocean",
+    "volcanoes", "earthquakes", "the weather", "climate", "the moon", "the planets", "stars",
+    "black holes", "electricity", "magnets", "light", "sound", "music theory", "the guitar",
+    "the piano", "painting", "photography", "poetry", "novels", "grammar", "learning a language",
+    "ancient Rome", "ancient Egypt", "the Middle Ages", "the printing press", "world maps",
+    "mountains", "rivers", "deserts", "forests", "insects", "dinosaurs", "evolution", "genetics",
+    "the human heart", "sleep", "nutrition", "vitamins", "exercise", "running", "swimming",
+    "chess", "board games", "video games", "football", "basketball", "the Olympics",
+    "personal finance", "saving money", "budgeting", "taxes", "starting a business", "job interviews",
+    "writing a resume", "email etiquette", "time management", "studying for exams", "mathematics",
+    "fractions", "geometry", "probability", "statistics", "algebra", "Python programming",
+    "JavaScript", "databases", "the internet", "computer security", "passwords", "spreadsheets",
+    "machine learning", "robots", "cars", "bicycles", "trains", "airplanes", "travel",
+    "packing a suitcase", "camping", "hiking", "recycling", "saving energy at home",
+    "home repairs", "cleaning", "laundry", "coffee", "tea", "chocolate", "friendship",
+    "parenting", "public speaking", "philosophy", "economics", "elections", "the moon landing",
+)
+CHUNK = 256
+# A line that does not end in "?" counts as a request only if it starts with one of these.
+REQUEST_VERBS = frozenset(
+    "explain describe write give suggest help tell recommend compare list summarize show "
+    "create plan teach translate name find please".split())
+EIGHT = 8  # words in a window that an eval prompt may not share
+STOPWORDS = frozenset(
+    "a an the and or but of to in on at for with about by from is are was were be been do does "
+    "did how what why when where which who whom can could would should will i you my your me we "
+    "it its this that these those some any one".split())
+
+
+def words(text: str) -> list:
+    return re.findall(r"[a-z0-9']+", text.lower())
+
+
+def clean(line: str) -> str | None:
+    """One line of a reply as a user turn, or None. Examples: '2. Why do cats purr?' ->
+    'Why do cats purr?'; 'Here are five questions:' -> None (it talks about the task)."""
+    quotes = '"“”\' '
+    text, prefix = line, r"^\s*(\d+[.)]|[-*•]|(question|request|q)\s*\d*\s*:)"
+    while True:  # "* 1. 2) Why ...?" -> "Why ...?"
+        text = text.strip().strip(quotes)
+        stripped = re.sub(prefix, "", text, flags=re.I)
+        if stripped == text:
+            break
+        text = stripped
+    found = words(text)
+    if not 4 <= len(found) <= 40 or not 15 <= len(text) <= 240 or ":" in text \
+            or '"' in text or {"question", "questions", "request", "requests"} & set(found):
+        return None
+    asks = text.endswith("?") or (found[0] in REQUEST_VERBS and text[-1] in ".!")
+    return text if asks else None
+
+
+def too_close(text: str, references: list) -> bool:
+    """Whether `text` shares an 8-word window with a reference, or a reference holds most
+    (> 60 %) of its content words."""
+    mine = words(text)
+    windows = {tuple(mine[i:i + EIGHT]) for i in range(len(mine) - EIGHT + 1)}
+    content = set(mine) - STOPWORDS
+    for reference in references:
+        theirs = words(reference)
+        if windows & {tuple(theirs[i:i + EIGHT]) for i in range(len(theirs) - EIGHT + 1)}:
+            return True
+        if content and len(content & set(theirs)) > 0.6 * len(content):
+            return True
+    return False
+
+
+def select(replies: list, count: int, exclude: list, known: list = ()) -> list:
+    """Clean every line of `replies` in order; keep the first `count` that are new (not in `known`, not seen)
+    and not too close to any of `exclude` (the eval prompts)."""
+    seen = {" ".join(words(k)) for k in known}
+    kept = []
+    for line in (line for reply in replies for line in reply.splitlines()):
+        text = clean(line)
+        if text is None or " ".join(words(text)) in seen or too_close(text, exclude):
+            continue
+        seen.add(" ".join(words(text)))
+        kept.append(text)
+        if len(kept) == count:
+            break
+    return kept
+
+
+def requests(start: int, stop: int) -> list:
+    """Requests start..stop-1: request k asks template k % 3 about topic (k // 3) % topics."""
+    return [TEMPLATES[k % len(TEMPLATES)].format(topic=TOPICS[(k // len(TEMPLATES)) % len(TOPICS)])
+            for k in range(start, stop)]
+
+
+def self_written(target, tokenizer, count: int, *, exclude: list, known: list = (),
+                 seed: int = 0, rows: int = 64, max_new_tokens: int = 120,
+                 max_chunks: int | None = None) -> list:
+    """`count` cleaned user turns written by the target (fewer if `max_chunks` runs out)."""
+    from ..models.loading import chat_ids
+
+    if not isinstance(count, int) or count < 0:
+        raise ValueError(f"count must be an int >= 0, got {count!r}")
+    key = hashlib.sha256(json.dumps([TEMPLATES, TOPICS, TEMPERATURE, seed, max_new_tokens, CHUNK]).encode())
+    folder = cache_dir() / "self-prompts" / key.hexdigest()[:12]
+    folder.mkdir(parents=True, exist_ok=True)
+    max_chunks = max_chunks or 4 * (count // CHUNK + 1)
+    replies, chunk, kept = [], 0, 0
+    bar = tqdm(total=count, desc="prompts written by the target", unit="prompt",
+               disable=count == 0)
+    while kept < count and chunk < max_chunks:
+        path = folder / f"chunk{chunk}.json"
+        if not path.exists():
+            jobs = [(k, chat_ids(tokenizer, text)[0].tolist(), TEMPERATURE,
+                     torch.Generator(device=target.device).manual_seed(seed * 1_000_003 + k))
+                    for k, text in zip(range(chunk * CHUNK, (chunk + 1) * CHUNK),
+                                       requests(chunk * CHUNK, (chunk + 1) * CHUNK))]
+            out = dict(generate_stream(
+                target, jobs, rows=rows, max_new_tokens=max_new_tokens,
+                eos_id=tokenizer.eos_token_id, layers=(0,), top_k=1,
+                columns=max(len(j[1]) for j in jobs) + max_new_tokens))
+            texts = [tokenizer.decode(out[k]["ids"][out[k]["answer_start"]:],
+                                      skip_special_tokens=True) for k, *_ in jobs]
+            partial = path.with_suffix(".partial")
+            partial.write_text(json.dumps(texts))
+            partial.rename(path)
+        replies += json.loads(path.read_text())
+        chunk += 1
+        bar.update(len(select(replies, count, exclude, known)) - kept)
+        kept = bar.n
+    bar.close()
+    return select(replies, count, exclude, known)
