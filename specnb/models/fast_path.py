@@ -11,7 +11,7 @@ Xeon with AVX-512/AMX it made every forward ~1.6x slower. So `cpu_path`:
     "prepacked"  every nn.Linear becomes a `PrepackedLinear` (oneDNN, float32, same results up
                  to float rounding; greedy tokens unchanged in the tests)
     "auto"       on a CPU with float32 weights: a calibration of a few seconds at first load
-                 (`calibrate`), kept in `cache_dir()/cpu-path.json` keyed by CPU model, ISA,
+                 (`calibrate`), kept in `cache_dir()/cpu-path.json` (delete it to recalibrate) keyed by CPU model, ISA,
                  torch version, threads and the model's shape (`calibration_key`); else dense
     None         $SPECNB_CPU_PATH if set, else "auto"
 
@@ -218,10 +218,11 @@ def resolve_cpu_path(cpu_path) -> str:
     return cpu_path
 
 
-def apply_cpu_path(model, cpu_path=None, cache_file: Path | None = None):
+def apply_cpu_path(model, cpu_path=None, *, cache_file: Path):
     """Put `model` on the CPU path asked for (see the module docstring); returns `model`.
 
-    Sets `model.specnb_cpu_path` to "dense" or "prepacked", the path it now runs.
+    `cache_file` keeps "auto"'s calibrations (`specnb.models.loading.cpu_path_cache()`). Sets
+    `model.specnb_cpu_path` to "dense" or "prepacked", the path it now runs.
     """
     cpu_path = resolve_cpu_path(cpu_path)
     reason = why_not_prepacked(model)
@@ -232,6 +233,5 @@ def apply_cpu_path(model, cpu_path=None, cache_file: Path | None = None):
         if reason is not None:
             cpu_path = "dense"
         else:
-            from .loading import cache_dir
-            cpu_path = cached_choice(model, cache_file or cache_dir() / "cpu-path.json")
+            cpu_path = cached_choice(model, Path(cache_file))
     return use_path(model, cpu_path)

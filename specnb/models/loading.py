@@ -31,6 +31,11 @@ def cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "specnb"
 
 
+def cpu_path_cache() -> Path:
+    """Where `cpu_path="auto"` keeps its calibrations (`specnb.models.fast_path`)."""
+    return cache_dir() / "cpu-path.json"
+
+
 def default_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
@@ -160,7 +165,7 @@ def load_model(name_or_path=None, *, device=None, dtype=None, cpu_path=None):
             f"load_model() with no argument for the embedded {EMBEDDED_NAME}.") from error
     model.to(device).eval()
     model.generation_config.pad_token_id = tokenizer.pad_token_id or tokenizer.eos_token_id
-    return apply_cpu_path(model, cpu_path), tokenizer
+    return apply_cpu_path(model, cpu_path, cache_file=cpu_path_cache()), tokenizer
 
 
 def chat_ids(tokenizer, prompt: str, device=None) -> torch.Tensor:

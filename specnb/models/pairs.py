@@ -15,7 +15,7 @@ from transformers import AutoModelForCausalLM
 
 from .data import DATA_DIR
 from .fast_path import apply_cpu_path, resolve_cpu_path
-from .loading import default_device, default_dtype, load_model
+from .loading import cpu_path_cache, default_device, default_dtype, load_model
 
 EMBEDDED_DRAFT = DATA_DIR / "draft"
 EMBEDDED_HEAD = DATA_DIR / "head"
@@ -54,7 +54,7 @@ def load_embedded_draft(device=None, dtype=None, cpu_path="dense"):
                          f"`python -m specnb.training.train_draft` (data/README.md)")
     device = torch.device(device) if device is not None else default_device()
     draft = AutoModelForCausalLM.from_pretrained(EMBEDDED_DRAFT, dtype=dtype or default_dtype(device))
-    return apply_cpu_path(draft.to(device).eval(), cpu_path)
+    return apply_cpu_path(draft.to(device).eval(), cpu_path, cache_file=cpu_path_cache())
 
 
 def load_embedded_head(target):
@@ -92,4 +92,6 @@ def load_pair(name=None, *, device=None, dtype=None, cpu_path=None):
     draft, draft_tokenizer = load_model(draft_id, device=target.device, dtype=target.dtype,
                                         cpu_path="dense")
     match_vocabularies(target, draft, target_tokenizer, draft_tokenizer)  # may resize lm_head
-    return apply_cpu_path(target, cpu_path), apply_cpu_path(draft, cpu_path), target_tokenizer
+    cache = cpu_path_cache()
+    return (apply_cpu_path(target, cpu_path, cache_file=cache),
+            apply_cpu_path(draft, cpu_path, cache_file=cache), target_tokenizer)
