@@ -116,7 +116,8 @@ def test_head_training_data_equals_dense(target, fast_target):
     for dense, fast in zip(run(target), run(fast_target)):
         assert torch.equal(dense["ids"] if torch.is_tensor(dense["ids"]) else
                            torch.tensor(dense["ids"]),
-                           fast["ids"] if torch.is_tensor(fast["ids"]) else torch.tensor(fast["ids"]))
+                           fast["ids"] if torch.is_tensor(fast["ids"]) else
+                           torch.tensor(fast["ids"]))
         torch.testing.assert_close(fast["features"].float(), dense["features"].float(),
                                    rtol=1e-2, atol=1e-2)  # stored as fp16
 

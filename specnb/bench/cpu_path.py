@@ -41,7 +41,7 @@ def run(model, token_counts, prefix_len: int, repeats: int, rounds: int) -> dict
                       ("name_or_path", "hidden_size", "num_hidden_layers", "vocab_size")},
             "token_counts": measured["token_counts"], "prefix_len": prefix_len,
             "repeats": rounds * -(-repeats // rounds), "paths": paths,
-            "relative": {path: [ms / ms_list[0] for ms in ms_list] for path, ms_list in paths.items()},
+            "relative": {path: [ms / times[0] for ms in times] for path, times in paths.items()},
             "samples_ms": {path: measured[f"{path}_samples_ms"] for path in paths},
             "auto_would_pick": choose(measured)}
 

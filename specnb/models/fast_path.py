@@ -11,22 +11,23 @@ Xeon with AVX-512/AMX it made every forward ~1.6x slower. So `cpu_path`:
     "prepacked"  every nn.Linear becomes a `PrepackedLinear` (oneDNN, float32, same results up
                  to float rounding; greedy tokens unchanged in the tests)
     "auto"       on a CPU with float32 weights: a calibration of a few seconds at first load
-                 (`calibrate`), kept in `cache_dir()/cpu-path.json` (delete it to recalibrate) keyed by CPU model, ISA,
-                 torch version, threads and the model's shape (`calibration_key`); else dense
+                 (`calibrate`), kept in `cache_dir()/cpu-path.json` keyed by CPU model,
+                 ISA, torch version, threads and the model's shape (`calibration_key`;
+                 delete the file to recalibrate); off the CPU or float32: dense
     None         $SPECNB_CPU_PATH if set, else "auto"
 
 The rule (`choose`): prepacked only if its 1-token forward is no slower than dense AND its
 checking cost t(k), k = 2 and 4, is at least `MARGIN` (10%) lower (median of the per-k ratios).
 10% is above the spread of a median of a few forwards on a shared CPU (a few %), so noise alone
-does not flip the choice, and far below the gain where prepacking helps (~35% at k = 2 on the
+does not flip the choice, and far below the gain where prepacking helps (~37% at k = 2 on the
 EPYC); on a near tie dense, the path transformers and everyone else use, wins.
 
 `PrepackedLinear` is an `nn.Linear` holding the very same weight Parameter (a tied lm_head stays
 tied; `parameters()`, `state_dict`, `save_pretrained`, `model.dtype` see no change), plus a
 oneDNN copy of it that is rebuilt when the weight changes (in place or by `.to`). It runs the
-dense kernel whenever oneDNN would not be exact or not apply: gradients wanted, an input or
+dense kernel wherever oneDNN does not apply: gradients wanted, an input or
 weight not float32 on the CPU. The price is memory: a second copy of every linear weight
-(~0.6 GB for the embedded model). What this module does not do: reduced precision (bf16/int8),
+(~0.5 GB for the embedded model). What this module does not do: reduced precision (bf16/int8),
 GPUs (there the path is always dense), or timing beyond the short calibration
 (`python -m specnb.bench.cpu_path` records the full curves).
 """

@@ -53,7 +53,8 @@ def load_embedded_draft(device=None, dtype=None, cpu_path="dense"):
         raise ValueError(f"no embedded draft in {EMBEDDED_DRAFT}; rebuild it with "
                          f"`python -m specnb.training.train_draft` (data/README.md)")
     device = torch.device(device) if device is not None else default_device()
-    draft = AutoModelForCausalLM.from_pretrained(EMBEDDED_DRAFT, dtype=dtype or default_dtype(device))
+    draft = AutoModelForCausalLM.from_pretrained(EMBEDDED_DRAFT,
+                                                 dtype=dtype or default_dtype(device))
     return apply_cpu_path(draft.to(device).eval(), cpu_path, cache_file=cpu_path_cache())
 
 

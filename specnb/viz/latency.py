@@ -1,8 +1,9 @@
 """Why decoding is slow: forward latency against tokens per forward, and the roofline numbers.
 
-`plot_checking_cost` draws the record of `python -m specnb.bench.cpu_path`: t(k)/t(1) and
-ms per forward for the dense and the prepacked CPU path. `plot_forward_latency` draws what `specnb.core.latency.measure_forward_latency` measured (the
+`plot_forward_latency` draws what `specnb.core.latency.measure_forward_latency` measured (the
 time of one forward scoring k new tokens after a cached prefix, for several k);
+`plot_checking_cost` draws the record of `python -m specnb.bench.cpu_path` (t(k)/t(1) and ms
+per forward of the dense and the prepacked CPU path);
 `roofline_numbers` is the memory-bound arithmetic (weight bytes read per forward against FLOPs
 per token) for a model size and a device's bandwidth and peak FLOP/s, which are assumptions the
 caller states.
