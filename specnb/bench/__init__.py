@@ -1,7 +1,8 @@
-"""Measuring: the side-by-side benchmark, batched throughput and one-prompt live races.
+"""Measuring: the side-by-side benchmark, batched throughput, CPU paths, one-prompt live races.
 
     python -m specnb.bench          compare: every method beside transformers' peers (JSON + PNG)
     python -m specnb.bench.batch    batch: throughput against batch size
+    python -m specnb.bench.cpu_path cpu_path: checking cost t(k)/t(1) of both CPU paths
     from specnb.bench import live   live: one prompt, timed, for notebooks 05, 09 and 10
 
 What goes here: code that runs models to time them and writes records (data/results/). What

@@ -31,6 +31,11 @@ def cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "specnb"
 
 
+def cpu_path_cache() -> Path:
+    """Where `cpu_path="auto"` keeps its calibrations (`specnb.models.fast_path`)."""
+    return cache_dir() / "cpu-path.json"
+
+
 def default_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
@@ -136,15 +141,20 @@ def model_source(name_or_path):
     return path
 
 
-def load_model(name_or_path=None, *, device=None, dtype=None):
+def load_model(name_or_path=None, *, device=None, dtype=None, cpu_path=None):
     """Return `(model, tokenizer)`: the embedded default when no name is given.
 
-    Any Hugging Face model id or local path works too; hub ids need internet.
+    Any Hugging Face model id or local path works too; hub ids need internet. `cpu_path`
+    ("auto", "dense", "prepacked"; None: $SPECNB_CPU_PATH, else "auto") picks the kernels of
+    the linear layers on a CPU (`specnb.models.fast_path`); `model.specnb_cpu_path` says which.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from .fast_path import apply_cpu_path, resolve_cpu_path
+
     device = as_device(device)
     dtype = as_dtype(dtype, device)
+    resolve_cpu_path(cpu_path)  # a bad value fails before any download
     source = embedded_checkpoint() if name_or_path is None else model_source(name_or_path)
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)
@@ -155,7 +165,7 @@ def load_model(name_or_path=None, *, device=None, dtype=None):
             f"load_model() with no argument for the embedded {EMBEDDED_NAME}.") from error
     model.to(device).eval()
     model.generation_config.pad_token_id = tokenizer.pad_token_id or tokenizer.eos_token_id
-    return model, tokenizer
+    return apply_cpu_path(model, cpu_path, cache_file=cpu_path_cache()), tokenizer
 
 
 def chat_ids(tokenizer, prompt: str, device=None) -> torch.Tensor:

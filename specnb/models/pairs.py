@@ -14,7 +14,8 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from .data import DATA_DIR
-from .loading import default_device, default_dtype, load_model
+from .fast_path import apply_cpu_path, resolve_cpu_path
+from .loading import cpu_path_cache, default_device, default_dtype, load_model
 
 EMBEDDED_DRAFT = DATA_DIR / "draft"
 EMBEDDED_HEAD = DATA_DIR / "head"
@@ -46,14 +47,15 @@ def match_vocabularies(target, draft, target_tokenizer, draft_tokenizer) -> None
             model.resize_token_embeddings(size)
 
 
-def load_embedded_draft(device=None, dtype=None):
-    """The distilled draft shipped in data/draft (see data/README.md)."""
+def load_embedded_draft(device=None, dtype=None, cpu_path="dense"):
+    """The distilled draft shipped in data/draft (see data/README.md), on `cpu_path`."""
     if not (EMBEDDED_DRAFT / "config.json").exists():
         raise ValueError(f"no embedded draft in {EMBEDDED_DRAFT}; rebuild it with "
                          f"`python -m specnb.training.train_draft` (data/README.md)")
     device = torch.device(device) if device is not None else default_device()
-    draft = AutoModelForCausalLM.from_pretrained(EMBEDDED_DRAFT, dtype=dtype or default_dtype(device))
-    return draft.to(device).eval()
+    draft = AutoModelForCausalLM.from_pretrained(EMBEDDED_DRAFT,
+                                                 dtype=dtype or default_dtype(device))
+    return apply_cpu_path(draft.to(device).eval(), cpu_path, cache_file=cpu_path_cache())
 
 
 def load_embedded_head(target):
@@ -63,26 +65,34 @@ def load_embedded_head(target):
     return FeatureDrafter.from_pretrained(EMBEDDED_HEAD, target)
 
 
-def load_pair(name=None, *, device=None, dtype=None):
+def load_pair(name=None, *, device=None, dtype=None, cpu_path=None):
     """Return `(target, draft, tokenizer)`.
 
     No name (or "embedded"): the embedded target and its feature head (a drafter);
     "embedded-distilled": the embedded target and the distilled draft model; a name of `PAIRS`:
-    a Hub pair (needs internet).
+    a Hub pair (needs internet). `cpu_path` (see `load_model`) goes to the target and to a draft
+    model, each calibrated for itself under "auto" (a draft mostly runs 1-token forwards, and
+    "auto" never picks a path slower there). The feature head is not swapped: it is small and
+    reads the target's features through hooks on its layers, which the swap leaves in place.
     """
     if name is not None and not isinstance(name, str):
         raise ValueError(f"name must be a pair name (str) or None, got {type(name).__name__}; "
                          f"choose one of {sorted(PAIRS)} or {list(EMBEDDED)}")
     if name is None or name in EMBEDDED:
-        target, tokenizer = load_model(device=device, dtype=dtype)
+        target, tokenizer = load_model(device=device, dtype=dtype, cpu_path=cpu_path)
         if name == "embedded-distilled":
-            return target, load_embedded_draft(target.device, target.dtype), tokenizer
+            draft = load_embedded_draft(target.device, target.dtype, cpu_path=cpu_path)
+            return target, draft, tokenizer
         return target, load_embedded_head(target), tokenizer
     if name not in PAIRS:
         raise ValueError(f"unknown pair {name!r}; choose one of {sorted(PAIRS)}, "
                          f"{list(EMBEDDED)} or None for the embedded offline pair")
+    resolve_cpu_path(cpu_path)  # a bad value fails before any download
     target_id, draft_id = PAIRS[name]
-    target, target_tokenizer = load_model(target_id, device=device, dtype=dtype)
-    draft, draft_tokenizer = load_model(draft_id, device=target.device, dtype=target.dtype)
-    match_vocabularies(target, draft, target_tokenizer, draft_tokenizer)
-    return target, draft, target_tokenizer
+    target, target_tokenizer = load_model(target_id, device=device, dtype=dtype, cpu_path="dense")
+    draft, draft_tokenizer = load_model(draft_id, device=target.device, dtype=target.dtype,
+                                        cpu_path="dense")
+    match_vocabularies(target, draft, target_tokenizer, draft_tokenizer)  # may resize lm_head
+    cache = cpu_path_cache()
+    return (apply_cpu_path(target, cpu_path, cache_file=cache),
+            apply_cpu_path(draft, cpu_path, cache_file=cache), target_tokenizer)

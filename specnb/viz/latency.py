@@ -2,6 +2,8 @@
 
 `plot_forward_latency` draws what `specnb.core.latency.measure_forward_latency` measured (the
 time of one forward scoring k new tokens after a cached prefix, for several k);
+`plot_checking_cost` draws the record of `python -m specnb.bench.cpu_path` (t(k)/t(1) and ms
+per forward of the dense and the prepacked CPU path);
 `roofline_numbers` is the memory-bound arithmetic (weight bytes read per forward against FLOPs
 per token) for a model size and a device's bandwidth and peak FLOP/s, which are assumptions the
 caller states.
@@ -45,6 +47,34 @@ def plot_forward_latency(measurements: dict) -> Figure:
         axes.set_xticks(counts, [str(k) for k in counts])
         axes.set_xlabel("new tokens scored in one forward, k")
         axes.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def plot_checking_cost(record: dict) -> Figure:
+    """Two panels, log-x: t(k)/t(1) per CPU path, and ms per forward (median, with n)."""
+    paths = record.get("paths")
+    if not paths or "token_counts" not in record:
+        raise ValueError("record must hold 'token_counts' and 'paths' {path: [ms]} (the record "
+                         "written by python -m specnb.bench.cpu_path)")
+    counts = record["token_counts"]
+    fig, (relative, absolute) = plt.subplots(1, 2, figsize=(11, 4))
+    for path, median_ms in paths.items():
+        relative.plot(counts, [ms / median_ms[0] for ms in median_ms], "o-", label=path)
+        absolute.plot(counts, median_ms, "o-", label=path)
+    cpu = record.get("cpu", {})
+    relative.set_title(f"Checking cost t(k)/t(1), prefix {record.get('prefix_len', '?')} "
+                       f"tokens\n({cpu.get('name', '?')}, {cpu.get('isa', '?')})")
+    relative.set_ylabel("t(k) / t(1)")
+    absolute.set_title(f"Time per forward (median of {record.get('repeats', '?')})")
+    absolute.set_ylabel("time per forward (ms)")
+    absolute.set_ylim(bottom=0)
+    for axes in (relative, absolute):
+        axes.set_xscale("log", base=2)
+        axes.set_xticks(counts, [str(k) for k in counts])
+        axes.set_xlabel("new tokens scored in one forward, k")
+        axes.grid(True, which="both", alpha=0.3)
+        axes.legend()
     fig.tight_layout()
     return fig
 

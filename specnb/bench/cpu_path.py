@@ -1,0 +1,88 @@
+"""The checking-cost curve t(k)/t(1), k = 1..16, of the dense and the prepacked CPU path.
+
+    python -m specnb.bench.cpu_path            embedded model -> data/results/latency-cpu-<cpu>.json
+
+One run times both paths of `specnb.models.fast_path` on the same model, interleaved
+(`fast_path.calibrate` with more k and repeats), and writes the CPU's model name and ISA, the
+threads, the versions, the medians and every sample, the path "auto" would pick from these
+numbers, and a PNG (`specnb.viz.latency.plot_checking_cost`). Run it on an idle machine: the
+numbers are only as good as the machine is quiet.
+
+It does not touch the calibration cache (`~/.cache/specnb/cpu-path.json`) and times no
+decoding loop (`python -m specnb.bench` does).
+"""
+
+import argparse
+import datetime
+import json
+import platform
+from pathlib import Path
+
+import torch
+
+from ..models.data import DATA_DIR
+from ..models.fast_path import choose, calibrate, cpu_identity, why_not_prepacked
+from ..models.loading import load_model
+
+
+def run(model, token_counts, prefix_len: int, repeats: int, rounds: int) -> dict:
+    """The record: both paths' medians (and samples) for `token_counts`, and the CPU."""
+    import transformers
+
+    if why_not_prepacked(model):
+        raise ValueError(f"model: {why_not_prepacked(model)}; this compares CPU float32 paths")
+    measured = calibrate(model, token_counts, prefix_len, -(-repeats // rounds), rounds)
+    paths = {path: measured[f"{path}_ms"] for path in ("dense", "prepacked")}
+    return {"cpu": cpu_identity(), "threads": torch.get_num_threads(),
+            "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
+                         "python": platform.python_version()},
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "model": {k: getattr(model.config, k, None) for k in
+                      ("name_or_path", "hidden_size", "num_hidden_layers", "vocab_size")},
+            "token_counts": measured["token_counts"], "prefix_len": prefix_len,
+            "repeats": rounds * -(-repeats // rounds), "paths": paths,
+            "relative": {path: [ms / times[0] for ms in times] for path, times in paths.items()},
+            "samples_ms": {path: measured[f"{path}_samples_ms"] for path in paths},
+            "auto_would_pick": choose(measured)}
+
+
+def format_table(record: dict) -> str:
+    lines = [f"{record['cpu']['name']} [{record['cpu']['isa']}], {record['threads']} threads, "
+             f"torch {record['versions']['torch']}",
+             f"{'k':>3} {'dense ms':>9} {'t/t1':>5} {'prepacked ms':>13} {'t/t1':>5}"]
+    for i, k in enumerate(record["token_counts"]):
+        d, p = record["paths"]["dense"][i], record["paths"]["prepacked"][i]
+        lines.append(f"{k:>3} {d:9.1f} {record['relative']['dense'][i]:5.2f} {p:13.1f} "
+                     f"{record['relative']['prepacked'][i]:5.2f}")
+    lines.append(f"auto would pick: {record['auto_would_pick']}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> dict:
+    from ..viz.latency import plot_checking_cost  # only for the PNG: measuring needs no viz
+
+    parser = argparse.ArgumentParser(prog="python -m specnb.bench.cpu_path",
+                                     description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--model", default=None, help="a Hub id or folder (default: embedded)")
+    parser.add_argument("--max-k", type=int, default=16)
+    parser.add_argument("--prefix-len", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=10, help="per path and k, over 2 rounds")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="default: data/results/latency-cpu-<cpu tag>.json")
+    args = parser.parse_args(argv)
+    if args.max_k < 2 or args.prefix_len < 1 or args.repeats < 2:
+        parser.error("--max-k must be >= 2, --prefix-len >= 1, --repeats >= 2")
+    model, _ = load_model(args.model, device="cpu", dtype=torch.float32, cpu_path="dense")
+    record = run(model, range(1, args.max_k + 1), args.prefix_len, args.repeats, rounds=2)
+    out = args.out or DATA_DIR / "results" / f"latency-cpu-{record['cpu']['tag']}.json"
+    print(format_table(record))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(record, indent=1))
+    plot_checking_cost(record).savefig(out.with_suffix(".png"), dpi=110, bbox_inches="tight")
+    print(f"wrote {out} and {out.with_suffix('.png')}")
+    return record
+
+
+if __name__ == "__main__":
+    main()

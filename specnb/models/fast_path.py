@@ -1,0 +1,238 @@
+"""The fastest exact CPU path for a model's linear layers, chosen by measuring on this CPU.
+
+A dense float32 `nn.Linear` on the CPU takes a GEMV kernel for one row and a packing GEMM for
+two or more; oneDNN's linear on a weight converted once to its own layout (`to_mkldnn`, the op
+of `torch.utils.mkldnn.MkldnnLinear`) does the same maths another way. Which one is faster
+depends on the CPU: on an AMD EPYC (AVX2) the oneDNN path made a 2-token forward of the embedded
+model cost 1.12x a 1-token one instead of 1.6x, and the 1-token one 9% cheaper; on an Intel
+Xeon with AVX-512/AMX it made every forward ~1.6x slower. So `cpu_path`:
+
+    "dense"      plain nn.Linear, as transformers loads it
+    "prepacked"  every nn.Linear becomes a `PrepackedLinear` (oneDNN, float32, same results up
+                 to float rounding; greedy tokens unchanged in the tests)
+    "auto"       on a CPU with float32 weights: a calibration of a few seconds at first load
+                 (`calibrate`), kept in `cache_dir()/cpu-path.json` keyed by CPU model,
+                 ISA, torch version, threads and the model's shape (`calibration_key`;
+                 delete the file to recalibrate); off the CPU or float32: dense
+    None         $SPECNB_CPU_PATH if set, else "auto"
+
+The rule (`choose`): prepacked only if its 1-token forward is no slower than dense AND its
+checking cost t(k), k = 2 and 4, is at least `MARGIN` (10%) lower (median of the per-k ratios).
+10% is above the spread of a median of a few forwards on a shared CPU (a few %), so noise alone
+does not flip the choice, and far below the gain where prepacking helps (~37% at k = 2 on the
+EPYC); on a near tie dense, the path transformers and everyone else use, wins.
+
+`PrepackedLinear` is an `nn.Linear` holding the very same weight Parameter (a tied lm_head stays
+tied; `parameters()`, `state_dict`, `save_pretrained`, `model.dtype` see no change), plus a
+oneDNN copy of it that is rebuilt when the weight changes (in place or by `.to`). It runs the
+dense kernel wherever oneDNN does not apply: gradients wanted, an input or
+weight not float32 on the CPU. The price is memory: a second copy of every linear weight
+(~0.5 GB for the embedded model). What this module does not do: reduced precision (bf16/int8),
+GPUs (there the path is always dense), or timing beyond the short calibration
+(`python -m specnb.bench.cpu_path` records the full curves).
+"""
+
+import hashlib
+import json
+import os
+import platform
+import statistics
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+CPU_PATHS = ("auto", "dense", "prepacked")
+ENV_VAR = "SPECNB_CPU_PATH"
+MARGIN = 0.10
+CALIBRATION = {"prefix_len": 64, "token_counts": [1, 2, 4], "repeats": 3, "rounds": 2}
+
+
+class PrepackedLinear(nn.Linear):
+    """`linear`'s own weight and bias, run through oneDNN with a prepacked float32 weight."""
+
+    def __init__(self, linear: nn.Linear):
+        nn.Module.__init__(self)
+        self.in_features, self.out_features = linear.in_features, linear.out_features
+        self.weight, self.bias = linear.weight, linear.bias  # the same Parameters, not copies
+        self._packed, self._packed_for = None, None
+
+    def _dense_only(self, x) -> bool:
+        wants_grad = torch.is_grad_enabled() and (self.weight.requires_grad or x.requires_grad)
+        return (wants_grad or x.dtype != torch.float32 or x.device.type != "cpu"
+                or self.weight.dtype != torch.float32 or self.weight.device.type != "cpu"
+                or x.numel() == 0)
+
+    def _packed_weights(self):
+        tensors = [self.weight] + ([self.bias] if self.bias is not None else [])
+        version = tuple((t.data_ptr(), t._version) for t in tensors)
+        if self._packed_for != version:  # first use, or the weight changed since packing
+            with torch.no_grad():
+                self._packed = [t.detach().contiguous().to_mkldnn() for t in tensors] + [None]
+            self._packed_for = version
+        return self._packed[0], self._packed[1]
+
+    def forward(self, x):
+        if self._dense_only(x):
+            self._packed, self._packed_for = None, None
+            return F.linear(x, self.weight, self.bias)
+        weight, bias = self._packed_weights()
+        return torch._C._nn.mkldnn_linear(x.contiguous().to_mkldnn(), weight, bias).to_dense()
+
+    def __getstate__(self):  # copies and pickles carry the weight, not the oneDNN copy
+        state = dict(super().__getstate__())
+        state["_packed"], state["_packed_for"] = None, None
+        return state
+
+
+def use_path(model, path: str):
+    """Swap every linear of `model` to `path` ("dense" or "prepacked") in place; returns it."""
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if path == "prepacked" and type(child) is nn.Linear:
+                setattr(parent, name, PrepackedLinear(child))
+            elif path == "dense" and isinstance(child, PrepackedLinear):
+                dense = nn.Linear(child.in_features, child.out_features, bias=False,
+                                  device="meta")
+                dense.weight, dense.bias = child.weight, child.bias
+                setattr(parent, name, dense)
+    model.specnb_cpu_path = path
+    return model
+
+
+def why_not_prepacked(model):
+    """None if prepacking applies to `model`, else the reason as a sentence fragment."""
+    parameter = next(model.parameters())
+    if parameter.device.type != "cpu":
+        return f"the model is on {parameter.device}; prepacking is for the CPU"
+    if parameter.dtype != torch.float32:
+        return f"the model is {parameter.dtype}; prepacking needs float32"
+    if not torch.backends.mkldnn.is_available():
+        return "this torch has no oneDNN (torch.backends.mkldnn.is_available() is False)"
+    return None
+
+
+def cpu_identity() -> dict:
+    """{"name": "Intel(R) Xeon(R) Processor", "isa": "amx avx2 avx512f", "tag": "..."}."""
+    name, flags = None, set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = (part.strip() for part in line.partition(":"))
+            if key == "model name" and name is None:
+                name = value
+            elif key == "flags" and not flags:
+                flags = set(value.split())
+    except OSError:  # not Linux: the name Python knows, the ISA torch dispatches to
+        pass
+    name = name or platform.processor() or platform.machine()
+    isa = [f for f in ("amx", "avx512f", "avx2") if f in flags or f + "_tile" in flags]
+    isa = isa or [torch.backends.cpu.get_cpu_capability().lower()]
+    short = "".join(c if c.isalnum() else "-" for c in name.lower().replace("(r)", "")
+                    .replace("(tm)", "").replace("processor", "").replace("cpu", "").split("@")[0])
+    short = "-".join(part for part in short.split("-") if part)
+    return {"name": name, "isa": " ".join(isa),
+            "tag": f"{short}-{isa[0].replace('avx512f', 'avx512')}"}
+
+
+def calibration_key(model) -> str:
+    """What the choice depends on: CPU, ISA, torch, threads, and the model's shape."""
+    c, cpu = model.config, cpu_identity()
+    shape = {k: getattr(c, k, None) for k in ("model_type", "hidden_size", "intermediate_size",
+                                              "num_hidden_layers", "num_attention_heads",
+                                              "num_key_value_heads", "vocab_size")}
+    digest = hashlib.sha1(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:10]
+    return (f"{cpu['name']} [{cpu['isa']}] torch {torch.__version__} "
+            f"threads {torch.get_num_threads()} | {c.model_type} h{c.hidden_size} "
+            f"l{c.num_hidden_layers} v{c.vocab_size} {digest}")
+
+
+def calibrate(model, token_counts=None, prefix_len=None, repeats=None, rounds=None) -> dict:
+    """Median ms of a forward of k tokens after a cached prefix, for both paths, interleaved.
+
+    Defaults: `CALIBRATION` (about 50 forwards: a few seconds for the embedded model on an idle
+    2-core CPU). Leaves the model on the prepacked path. Returns {"token_counts",
+    "dense_ms", "prepacked_ms", "dense_samples_ms", "prepacked_samples_ms", "prefix_len"}.
+    """
+    from ..core.latency import measure_forward_latency
+
+    c = CALIBRATION
+    token_counts = list(token_counts or c["token_counts"])
+    prefix_len, repeats = prefix_len or c["prefix_len"], repeats or c["repeats"]
+    samples = {path: {k: [] for k in token_counts} for path in ("dense", "prepacked")}
+    for _ in range(rounds or c["rounds"]):  # alternate, so a busy moment does not hit one path
+        for path in samples:
+            use_path(model, path)
+            with torch.no_grad():
+                record = measure_forward_latency(model, prefix_len, token_counts, repeats=repeats)
+            for k, ms in zip(record["token_counts"], record["samples_ms"]):
+                samples[path][k] += ms
+    measured = {"token_counts": token_counts, "prefix_len": prefix_len}
+    for path in samples:
+        measured[f"{path}_ms"] = [statistics.median(samples[path][k]) for k in token_counts]
+        measured[f"{path}_samples_ms"] = [samples[path][k] for k in token_counts]
+    return measured
+
+
+def choose(measured: dict) -> str:
+    """"prepacked" if t_p(1) <= t_d(1) and median_k t_p(k)/t_d(k) <= 1 - MARGIN, else "dense".
+
+    The ratios are taken at the k of `CALIBRATION` after 1 (2 and 4), whatever else was measured.
+    Example: dense [58, 94, 91], prepacked [53, 59, 61] ms at k = 1, 2, 4 -> "prepacked".
+    """
+    at = {k: i for i, k in enumerate(measured["token_counts"])}
+    dense, prepacked = measured["dense_ms"], measured["prepacked_ms"]
+    if 1 not in at:
+        raise ValueError("measured['token_counts'] must include k = 1 (the one-token forward)")
+    checked = [at[k] for k in CALIBRATION["token_counts"][1:] if k in at]
+    ratios = [prepacked[i] / dense[i] for i in checked]
+    one_token_ok = prepacked[at[1]] <= dense[at[1]]
+    return "prepacked" if one_token_ok and ratios and \
+        statistics.median(ratios) <= 1 - MARGIN else "dense"
+
+
+def cached_choice(model, cache_file: Path) -> str:
+    """The cached path for `model` on this machine, calibrating (and caching) if none is."""
+    key = calibration_key(model)
+    try:
+        cache = json.loads(cache_file.read_text())
+    except (OSError, ValueError):
+        cache = {}
+    if key not in cache or cache[key].get("path") not in ("dense", "prepacked"):
+        measured = calibrate(model)
+        measured = {k: v for k, v in measured.items() if not k.endswith("samples_ms")}
+        cache[key] = {**measured, "path": choose(measured), "margin": MARGIN}
+        cache_file.parent.mkdir(parents=True, exist_ok=True)
+        partial = cache_file.with_suffix(f".{os.getpid()}.partial")
+        partial.write_text(json.dumps(cache, indent=1))
+        partial.replace(cache_file)
+    return cache[key]["path"]
+
+
+def resolve_cpu_path(cpu_path) -> str:
+    """`cpu_path` checked; None means $SPECNB_CPU_PATH, else "auto"."""
+    source = "cpu_path"
+    if cpu_path is None:
+        cpu_path, source = os.environ.get(ENV_VAR) or "auto", f"${ENV_VAR} (cpu_path=None)"
+    if cpu_path not in CPU_PATHS:
+        raise ValueError(f"{source} must be one of {CPU_PATHS}, got {cpu_path!r}")
+    return cpu_path
+
+
+def apply_cpu_path(model, cpu_path=None, *, cache_file: Path):
+    """Put `model` on the CPU path asked for (see the module docstring); returns `model`.
+
+    `cache_file` keeps "auto"'s calibrations (`specnb.models.loading.cpu_path_cache()`). Sets
+    `model.specnb_cpu_path` to "dense" or "prepacked", the path it now runs.
+    """
+    cpu_path = resolve_cpu_path(cpu_path)
+    reason = why_not_prepacked(model)
+    if cpu_path == "prepacked" and reason is not None:
+        raise ValueError(f"cpu_path='prepacked' cannot apply: {reason}; use cpu_path='auto' or "
+                         f"'dense' (or a float32 model on the CPU)")
+    if cpu_path == "auto":
+        if reason is not None:
+            cpu_path = "dense"
+        else:
+            cpu_path = cached_choice(model, Path(cache_file))
+    return use_path(model, cpu_path)

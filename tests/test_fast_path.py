@@ -1,0 +1,247 @@
+"""The CPU fast path (`specnb.models.fast_path`): prepacked linears give the dense model's results.
+
+Exactness is shown on tiny models: logits within float tolerance of dense, greedy tokens equal
+for our loops, transformers' generate (plain and assisted), padded batches and the head's
+training data; a prepacked model stays a normal model (tied weights, state_dict, .to, grads).
+The calibration cache is tested with the calibration monkeypatched to be instant; one
+embedded test (slow) compares dense and prepacked greedy text of the real target.
+"""
+
+import copy
+import json
+
+import pytest
+import torch
+from torch import nn
+
+import specnb
+from specnb.models import fast_path
+from specnb.models.fast_path import PrepackedLinear, apply_cpu_path, choose, use_path
+from head_fixtures import random_head
+from tiny_models import VOCAB, perturbed, tiny_llama
+
+MAX_NEW = 24
+pytestmark = pytest.mark.skipif(not torch.backends.mkldnn.is_available() or
+                                fast_path.why_not_prepacked(tiny_llama(1)) is not None,
+                                reason="prepacking needs oneDNN and float32 on the CPU")
+
+
+def prepacked(model):
+    """A prepacked copy of `model` (the fixtures are shared: never swap them in place)."""
+    return use_path(copy.deepcopy(model), "prepacked")
+
+
+def linears(model):
+    return [m for m in model.modules() if isinstance(m, nn.Linear)]
+
+
+@pytest.fixture(scope="module")
+def fast_target(target):
+    return prepacked(target)
+
+
+def test_every_linear_is_prepacked_and_runs_onednn(target, fast_target, prompts):
+    assert all(type(m) is PrepackedLinear for m in linears(fast_target))
+    assert all(type(m) is nn.Linear for m in linears(target))  # the original is untouched
+    with torch.no_grad():
+        fast_target(prompts[0])
+    assert all(m._packed is not None for m in linears(fast_target))  # oneDNN ran, not dense
+    assert fast_target.specnb_cpu_path == "prepacked"
+
+
+def test_logits_match_dense(target, fast_target, prompts):
+    for ids in prompts:
+        with torch.no_grad():
+            dense, fast = target(ids).logits, fast_target(ids).logits
+        torch.testing.assert_close(fast, dense, rtol=1e-4, atol=1e-4)
+
+
+def test_back_to_dense_is_bitwise_dense(target, prompts):
+    model = use_path(prepacked(target), "dense")
+    assert all(type(m) is nn.Linear for m in linears(model))
+    with torch.no_grad():
+        assert torch.equal(model(prompts[1]).logits, target(prompts[1]).logits)
+
+
+def hf_greedy(model, ids, **kwargs):
+    return model.generate(ids, max_new_tokens=MAX_NEW, do_sample=False, pad_token_id=0,
+                          **kwargs)[0, ids.shape[1]:].tolist()
+
+
+def test_greedy_outputs_equal_dense(target, fast_target, drafts, prompts):
+    fast_draft = prepacked(drafts["perturbed"])
+    for ids in prompts:
+        expected = hf_greedy(target, ids)
+        assert hf_greedy(fast_target, ids) == expected
+        assert hf_greedy(fast_target, ids, assistant_model=fast_draft) == expected
+        runs = {
+            "autoregressive": specnb.autoregressive(fast_target, ids, max_new_tokens=MAX_NEW),
+            "speculative": specnb.speculative(fast_target, drafts["perturbed"], ids, gamma=3,
+                                              max_new_tokens=MAX_NEW),
+            "speculative, prepacked draft": specnb.speculative(fast_target, fast_draft, ids,
+                                                               gamma=4, max_new_tokens=MAX_NEW),
+            "prompt_lookup": specnb.prompt_lookup(fast_target, ids, num_pred=3,
+                                                  max_new_tokens=MAX_NEW),
+        }
+        for name, result in runs.items():
+            assert result.tokens == [expected], name
+
+
+def test_feature_drafter_on_prepacked_target(target, fast_target, prompts):
+    """The head reads the target's layer outputs through hooks: they survive the swap."""
+    for ids in prompts:
+        expected = specnb.speculative(target, random_head(target, layers=(0, 1)), ids, gamma=3,
+                                      max_new_tokens=MAX_NEW)
+        result = specnb.speculative(fast_target, random_head(fast_target, layers=(0, 1)), ids,
+                                    gamma=3, max_new_tokens=MAX_NEW)
+        assert result.tokens == expected.tokens == [hf_greedy(target, ids)]
+        assert result.stats.accepted == expected.stats.accepted  # same drafts, same checks
+
+
+def test_padded_batch_equals_dense(target, fast_target):
+    batch = [[1, 5, 9, 3, 7, 2], [7, 2], [4, 4, 8]]
+    expected = specnb.autoregressive(target, batch, max_new_tokens=MAX_NEW).tokens
+    assert specnb.autoregressive(fast_target, batch, max_new_tokens=MAX_NEW).tokens == expected
+    assert specnb.speculative(fast_target, fast_target, batch, gamma=2,
+                              max_new_tokens=MAX_NEW).tokens == expected
+
+
+def test_head_training_data_equals_dense(target, fast_target):
+    from specnb.training.head_data import generate_with_features
+
+    def run(model):
+        return generate_with_features(model, [[1, 5, 9, 3], [7, 2]], max_new_tokens=8,
+                                      temperature=0.0, generator=torch.Generator().manual_seed(0),
+                                      eos_id=VOCAB - 1, layers=(0, 1), top_k=4)
+    for dense, fast in zip(run(target), run(fast_target)):
+        assert torch.equal(dense["ids"] if torch.is_tensor(dense["ids"]) else
+                           torch.tensor(dense["ids"]),
+                           fast["ids"] if torch.is_tensor(fast["ids"]) else
+                           torch.tensor(fast["ids"]))
+        torch.testing.assert_close(fast["features"].float(), dense["features"].float(),
+                                   rtol=1e-2, atol=1e-2)  # stored as fp16
+
+
+def test_tied_embeddings_stay_tied_and_fresh():
+    model = tiny_llama(5)
+    model.config.tie_word_embeddings = True
+    model.lm_head.weight = model.model.embed_tokens.weight
+    dense_keys = set(model.state_dict())
+    fast = use_path(model, "prepacked")
+    assert fast.lm_head.weight is fast.model.embed_tokens.weight
+    assert set(fast.state_dict()) == dense_keys  # no oneDNN copies in the state_dict
+    ids = torch.tensor([[1, 2, 3, 4]])
+    with torch.no_grad():
+        fast(ids)
+        fast.model.embed_tokens.weight.mul_(0.5)  # in place: the oneDNN copy must follow
+        after = fast(ids).logits
+        expected = use_path(copy.deepcopy(fast), "dense")(ids).logits
+    torch.testing.assert_close(after, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_still_a_normal_model(fast_target, prompts):
+    model = copy.deepcopy(fast_target)
+    assert model.dtype == torch.float32 and model.device.type == "cpu"
+    logits = model(prompts[0]).logits  # grad enabled: the dense kernel, so gradients flow
+    logits.sum().backward()
+    assert model.lm_head.weight.grad is not None
+    model.to(torch.bfloat16)  # no longer float32: runs dense, no error
+    with torch.no_grad():
+        assert model(prompts[0]).logits.dtype == torch.bfloat16
+
+
+def test_forcing_prepacked_where_it_cannot_apply_raises(tmp_path):
+    model = tiny_llama(1).to(torch.bfloat16)
+    with pytest.raises(ValueError, match="cpu_path='prepacked'.*float32"):
+        apply_cpu_path(model, "prepacked", cache_file=tmp_path / "c.json")
+    assert apply_cpu_path(model, "auto", cache_file=tmp_path / "c.json").specnb_cpu_path == "dense"
+    assert not (tmp_path / "c.json").exists()  # nothing to calibrate off float32
+    with pytest.raises(ValueError, match="cpu_path must be one of"):
+        apply_cpu_path(model, "fast", cache_file=tmp_path / "c.json")
+
+
+def test_environment_variable_chooses_when_no_argument(monkeypatch, tmp_path):
+    monkeypatch.setenv(fast_path.ENV_VAR, "prepacked")
+    assert apply_cpu_path(tiny_llama(1), cache_file=tmp_path / "c.json").specnb_cpu_path \
+        == "prepacked"
+    assert apply_cpu_path(tiny_llama(1), "dense", cache_file=tmp_path / "c.json") \
+        .specnb_cpu_path == "dense"  # the argument wins
+    monkeypatch.setenv(fast_path.ENV_VAR, "fastest")
+    with pytest.raises(ValueError, match="SPECNB_CPU_PATH"):
+        apply_cpu_path(tiny_llama(1), cache_file=tmp_path / "c.json")
+
+
+@pytest.mark.parametrize("dense,packed,picked", [
+    ([58, 94, 91], [53, 59, 61], "prepacked"),  # the EPYC: cheaper everywhere
+    ([40, 60, 62], [41, 30, 31], "dense"),      # 1 token slower: never
+    ([40, 60, 62], [40, 56, 58], "dense"),      # 7% cheaper checks: within the margin
+    ([40, 60, 62], [40, 53, 55], "prepacked"),  # 11%: beyond it
+    ([40, 43, 45], [65, 70, 72], "dense"),      # this Xeon
+])
+def test_choose(dense, packed, picked):
+    assert choose({"token_counts": [1, 2, 4], "dense_ms": dense, "prepacked_ms": packed}) == picked
+
+
+def test_calibration_is_cached_per_key(monkeypatch, tmp_path):
+    calls = []
+
+    def instant(model):
+        calls.append(model.config.hidden_size)
+        return {"token_counts": [1, 2, 4], "dense_ms": [58, 94, 91], "prepacked_ms": [53, 59, 61]}
+    monkeypatch.setattr(fast_path, "calibrate", instant)
+    cache = tmp_path / "cpu-path.json"
+    assert apply_cpu_path(tiny_llama(1), "auto", cache_file=cache).specnb_cpu_path == "prepacked"
+    assert apply_cpu_path(tiny_llama(2), "auto", cache_file=cache).specnb_cpu_path == "prepacked"
+    assert calls == [32]  # same shape, same CPU: reused, weights do not matter
+    stored = json.loads(cache.read_text())
+    key = fast_path.calibration_key(tiny_llama(1))
+    assert list(stored) == [key] and stored[key]["path"] == "prepacked"
+    assert fast_path.cpu_identity()["name"] in key and torch.__version__ in key
+
+    apply_cpu_path(tiny_llama(1, hidden=64), "auto", cache_file=cache)  # another model
+    monkeypatch.setattr(fast_path, "cpu_identity",
+                        lambda: {"name": "Other CPU", "isa": "avx2", "tag": "other-avx2"})
+    apply_cpu_path(tiny_llama(1), "auto", cache_file=cache)  # another CPU
+    assert calls == [32, 64, 32] and len(json.loads(cache.read_text())) == 3
+
+    stored[key]["path"] = "dense"  # a cached answer is used as it is
+    cache.write_text(json.dumps({**json.loads(cache.read_text()), key: stored[key]}))
+    monkeypatch.undo()
+    assert apply_cpu_path(tiny_llama(1), "auto", cache_file=cache).specnb_cpu_path == "dense"
+
+
+def test_calibrate_measures_both_paths():
+    model = tiny_llama(1)
+    measured = fast_path.calibrate(model, [1, 2], prefix_len=4, repeats=1, rounds=1)
+    assert measured["token_counts"] == [1, 2]
+    assert all(len(measured[f"{p}_ms"]) == 2 and min(measured[f"{p}_ms"]) > 0
+               for p in ("dense", "prepacked"))
+
+
+def test_bench_record_and_plot(tmp_path):
+    from specnb.bench.cpu_path import format_table, run
+    from specnb.viz.latency import plot_checking_cost
+
+    record = run(tiny_llama(1), [1, 2, 3], prefix_len=4, repeats=2, rounds=2)
+    assert record["relative"]["dense"][0] == record["relative"]["prepacked"][0] == 1.0
+    assert record["cpu"]["name"] and record["auto_would_pick"] in ("dense", "prepacked")
+    assert "auto would pick" in format_table(record)
+    plot_checking_cost(record).savefig(tmp_path / "curve.png")
+    with pytest.raises(ValueError, match="record must hold"):
+        plot_checking_cost({"token_counts": [1]})
+
+
+@pytest.mark.embedded
+@pytest.mark.slow
+def test_embedded_prepacked_greedy_equals_dense():
+    from specnb.models.loading import chat_ids, load_model
+
+    model, tokenizer = load_model(device="cpu", cpu_path="dense")
+    for prompt in specnb.load_prompts("eval")[:2]:
+        ids = chat_ids(tokenizer, prompt["prompt"])
+        expected = model.generate(ids, max_new_tokens=32, do_sample=False)[0, ids.shape[1]:]
+        use_path(model, "prepacked")
+        got = model.generate(ids, max_new_tokens=32, do_sample=False)[0, ids.shape[1]:]
+        ours = specnb.autoregressive(model, ids, max_new_tokens=32).tokens[0]
+        use_path(model, "dense")
+        assert got.tolist() == expected.tolist() == ours
