@@ -182,6 +182,22 @@ def test_choose(dense, packed, picked):
     assert choose({"token_counts": [1, 2, 4], "dense_ms": dense, "prepacked_ms": packed}) == picked
 
 
+def test_rounds_that_disagree_give_dense_and_are_not_cached(monkeypatch, tmp_path):
+    """A busy moment in one round (dense timed 15x slower) must not pick, nor cache, a path."""
+    busy = {"token_counts": [1, 2, 4], "dense_ms": [1466, 1842, 1840], "prepacked_ms": [95, 135, 151],
+            "rounds": [{"dense_ms": [1466, 1842, 1840], "prepacked_ms": [95, 135, 151]},
+                       {"dense_ms": [41, 43, 45], "prepacked_ms": [66, 70, 72]},
+                       {"dense_ms": [40, 42, 46], "prepacked_ms": [65, 71, 70]}]}
+    assert fast_path.decide(busy) == ("dense", False)
+    calm = {**busy, "dense_ms": [41, 43, 45], "prepacked_ms": [66, 70, 72],
+            "rounds": busy["rounds"][1:]}
+    assert fast_path.decide(calm) == ("dense", True)
+    monkeypatch.setattr(fast_path, "calibrate", lambda model: busy)
+    cache = tmp_path / "cpu-path.json"
+    assert apply_cpu_path(tiny_llama(1), "auto", cache_file=cache).specnb_cpu_path == "dense"
+    assert not cache.exists()
+
+
 def test_calibration_is_cached_per_key(monkeypatch, tmp_path):
     calls = []
 

@@ -17,7 +17,9 @@ Xeon with AVX-512/AMX it made every forward ~1.6x slower. So `cpu_path`:
     None         $SPECNB_CPU_PATH if set, else "auto"
 
 The rule (`choose`): prepacked only if its 1-token forward is no slower than dense AND its
-checking cost t(k), k = 2 and 4, is at least `MARGIN` (10%) lower (median of the per-k ratios).
+checking cost t(k), k = 2 and 4, is at least `MARGIN` (10%) lower (median of the per-k ratios),
+in each of three rounds and overall; rounds that disagree mean a busy machine (one such
+calibration once timed a dense forward 15x slower than it is): dense, and nothing is cached.
 10% is above the spread of a median of a few forwards on a shared CPU (a few %), so noise alone
 does not flip the choice, and far below the gain where prepacking helps (~37% at k = 2 on the
 EPYC); on a near tie dense, the path transformers and everyone else use, wins.
@@ -46,7 +48,7 @@ from torch import nn
 CPU_PATHS = ("auto", "dense", "prepacked")
 ENV_VAR = "SPECNB_CPU_PATH"
 MARGIN = 0.10
-CALIBRATION = {"prefix_len": 64, "token_counts": [1, 2, 4], "repeats": 3, "rounds": 2}
+CALIBRATION = {"prefix_len": 64, "token_counts": [1, 2, 4], "repeats": 3, "rounds": 3}
 
 
 class PrepackedLinear(nn.Linear):
@@ -148,40 +150,42 @@ def calibration_key(model) -> str:
 
 
 def calibrate(model, token_counts=None, prefix_len=None, repeats=None, rounds=None) -> dict:
-    """Median ms of a forward of k tokens after a cached prefix, for both paths, interleaved.
+    """Median ms of a forward of k tokens after a cached prefix, for both paths, round by round.
 
-    Defaults: `CALIBRATION` (about 50 forwards: a few seconds for the embedded model on an idle
-    2-core CPU). Leaves the model on the prepacked path. Returns {"token_counts",
-    "dense_ms", "prepacked_ms", "dense_samples_ms", "prepacked_samples_ms", "prefix_len"}.
+    Defaults: `CALIBRATION` (about 80 forwards: a few seconds for the embedded model on an idle
+    2-core CPU). Each round measures dense, then prepacked (the order alternates between rounds),
+    so a busy moment lands in one round, which `choose` then finds disagreeing with the others.
+    Leaves the model on the last path measured. Returns {"token_counts", "prefix_len",
+    "dense_ms", "prepacked_ms" (medians over all rounds), "dense_samples_ms",
+    "prepacked_samples_ms" (every sample), "rounds": [{"dense_ms", "prepacked_ms"} per round]}.
     """
     from ..core.latency import measure_forward_latency
 
     c = CALIBRATION
     token_counts = list(token_counts or c["token_counts"])
     prefix_len, repeats = prefix_len or c["prefix_len"], repeats or c["repeats"]
+    measured = {"token_counts": token_counts, "prefix_len": prefix_len, "rounds": []}
     samples = {path: {k: [] for k in token_counts} for path in ("dense", "prepacked")}
-    for _ in range(rounds or c["rounds"]):  # alternate, so a busy moment does not hit one path
-        for path in samples:
+    for round_index in range(rounds or c["rounds"]):
+        this_round = {}
+        for path in (("dense", "prepacked") if round_index % 2 == 0 else ("prepacked", "dense")):
             use_path(model, path)
             with torch.no_grad():
                 record = measure_forward_latency(model, prefix_len, token_counts, repeats=repeats)
             for k, ms in zip(record["token_counts"], record["samples_ms"]):
                 samples[path][k] += ms
-    measured = {"token_counts": token_counts, "prefix_len": prefix_len}
+            this_round[f"{path}_ms"] = [statistics.median(ms) for ms in record["samples_ms"]]
+        measured["rounds"].append(this_round)
     for path in samples:
         measured[f"{path}_ms"] = [statistics.median(samples[path][k]) for k in token_counts]
         measured[f"{path}_samples_ms"] = [samples[path][k] for k in token_counts]
     return measured
 
 
-def choose(measured: dict) -> str:
-    """"prepacked" if t_p(1) <= t_d(1) and median_k t_p(k)/t_d(k) <= 1 - MARGIN, else "dense".
-
-    The ratios are taken at the k of `CALIBRATION` after 1 (2 and 4), whatever else was measured.
-    Example: dense [58, 94, 91], prepacked [53, 59, 61] ms at k = 1, 2, 4 -> "prepacked".
-    """
-    at = {k: i for i, k in enumerate(measured["token_counts"])}
-    dense, prepacked = measured["dense_ms"], measured["prepacked_ms"]
+def _verdict(token_counts, dense, prepacked) -> str:
+    """One set of medians: "prepacked" if t_p(1) <= t_d(1) and median_k t_p(k)/t_d(k) <=
+    1 - MARGIN over the k of `CALIBRATION` after 1, else "dense"."""
+    at = {k: i for i, k in enumerate(token_counts)}
     if 1 not in at:
         raise ValueError("measured['token_counts'] must include k = 1 (the one-token forward)")
     checked = [at[k] for k in CALIBRATION["token_counts"][1:] if k in at]
@@ -191,22 +195,46 @@ def choose(measured: dict) -> str:
         statistics.median(ratios) <= 1 - MARGIN else "dense"
 
 
+def decide(measured: dict) -> tuple[str, bool]:
+    """(path, settled): the verdict of every round and of the overall medians must agree;
+    otherwise the machine was too busy to tell, and the answer is dense, unsettled (not cached,
+    so the next load measures again). A record without rounds is one round."""
+    token_counts = measured["token_counts"]
+    verdicts = {_verdict(token_counts, measured["dense_ms"], measured["prepacked_ms"])}
+    for one in measured.get("rounds", []):
+        verdicts.add(_verdict(token_counts, one["dense_ms"], one["prepacked_ms"]))
+    return (verdicts.pop(), True) if len(verdicts) == 1 else ("dense", False)
+
+
+def choose(measured: dict) -> str:
+    """The path `decide` settles on, dense when it cannot settle.
+
+    Example: dense [58, 94, 91], prepacked [53, 59, 61] ms at k = 1, 2, 4 -> "prepacked";
+    rounds that disagree (a busy moment made one path look 15x slower in one round) -> "dense".
+    """
+    return decide(measured)[0]
+
+
 def cached_choice(model, cache_file: Path) -> str:
-    """The cached path for `model` on this machine, calibrating (and caching) if none is."""
+    """The cached path for `model` on this machine, calibrating if none is; only a settled
+    calibration is cached (`decide`), so one taken on a busy machine is taken again next time."""
     key = calibration_key(model)
     try:
         cache = json.loads(cache_file.read_text())
     except (OSError, ValueError):
         cache = {}
-    if key not in cache or cache[key].get("path") not in ("dense", "prepacked"):
-        measured = calibrate(model)
-        measured = {k: v for k, v in measured.items() if not k.endswith("samples_ms")}
-        cache[key] = {**measured, "path": choose(measured), "margin": MARGIN}
+    if key in cache and cache[key].get("path") in ("dense", "prepacked"):
+        return cache[key]["path"]
+    measured = calibrate(model)
+    path, settled = decide(measured)
+    if settled:
+        kept = {k: v for k, v in measured.items() if not k.endswith("samples_ms")}
+        cache[key] = {**kept, "path": path, "margin": MARGIN}
         cache_file.parent.mkdir(parents=True, exist_ok=True)
         partial = cache_file.with_suffix(f".{os.getpid()}.partial")
         partial.write_text(json.dumps(cache, indent=1))
         partial.replace(cache_file)
-    return cache[key]["path"]
+    return path
 
 
 def resolve_cpu_path(cpu_path) -> str:
