@@ -12,6 +12,7 @@ import json
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 import specnb
@@ -88,7 +89,7 @@ def test_greedy_outputs_equal_dense(target, fast_target, drafts, prompts):
 
 
 def test_feature_drafter_on_prepacked_target(target, fast_target, prompts):
-    """The head reads the target's layer outputs through hooks: they survive the swap."""
+    """The head reads the target's hidden states (`output_hidden_states`): the swap keeps them."""
     for ids in prompts:
         expected = specnb.speculative(target, random_head(target, layers=(0, 1)), ids, gamma=3,
                                       max_new_tokens=MAX_NEW)
@@ -261,3 +262,15 @@ def test_embedded_prepacked_greedy_equals_dense():
         ours = specnb.autoregressive(model, ids, max_new_tokens=32).tokens[0]
         use_path(model, "dense")
         assert got.tolist() == expected.tolist() == ours
+
+
+def test_a_write_through_data_is_seen_after_use_path_again():
+    """`weight.data` writes bypass the version counter: `use_path(.., "prepacked")` repacks."""
+    layer = nn.Sequential(nn.Linear(8, 4))
+    use_path(layer, "prepacked")
+    x = torch.randn(3, 8, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        layer(x)  # packs the weight
+        layer[0].weight.data.mul_(2.0)
+        use_path(layer, "prepacked")
+        assert torch.allclose(layer(x), F.linear(x, layer[0].weight, layer[0].bias), atol=1e-5)

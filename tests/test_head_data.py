@@ -50,6 +50,20 @@ def test_greedy_rows_equal_generate_and_features_equal_a_teacher_forced_forward(
                                    rtol=2e-3, atol=2e-3)
 
 
+def test_eager_attention_gives_the_same_answers():
+    """The slots' mask is additive, so eager attention (which adds the mask to the scores)
+    writes the same answers as SDPA; a bool mask would have counted as +1/+0 there."""
+    rows = random_prompts(4, seed=1)
+    answers = {}
+    for implementation in ("sdpa", "eager"):
+        model = tiny_llama(1, eos_token_id=EOS)
+        model.config._attn_implementation = implementation
+        answers[implementation] = [e["ids"] for e in head_data.generate_with_features(
+            model, rows, max_new_tokens=12, temperature=0.0, generator=None, eos_id=EOS,
+            layers=LAYERS, rows=2)]
+    assert answers["eager"] == answers["sdpa"]
+
+
 def test_sampled_rows_do_not_depend_on_the_batch(target):
     rows = random_prompts(6, seed=1)
     answers = [[e["ids"] for e in head_data.generate_with_features(

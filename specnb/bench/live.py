@@ -65,7 +65,7 @@ def race(target, draft, ids, gamma: int = 4, temperature: float = 0.0, max_new_t
          seed: int = 0, repeats: int = 1) -> dict:
     """Time ours autoregressive, ours speculative and HF assisted (constant γ) on one prompt.
 
-    Uses the harness's `specnb.bench.methods` and `timed`; each method gets a generator seeded
+    Uses the harness's `specnb.bench.compare.methods` and `timed`; each method gets a generator seeded
     with `seed`. Returns {"gamma", "temperature", "seconds", "tokens_per_s", "new_tokens",
     "target_forwards" (dicts by method), "speedup", "speedup_vs_hf_assisted", "alpha_hat",
     "draft_yield", "c_hat", "predicted", "identical" (greedy: all three equal; sampled: None)}.

@@ -26,12 +26,14 @@ EPYC); on a near tie dense, the path transformers and everyone else use, wins.
 
 `PrepackedLinear` is an `nn.Linear` holding the very same weight Parameter (a tied lm_head stays
 tied; `parameters()`, `state_dict`, `save_pretrained`, `model.dtype` see no change), plus a
-oneDNN copy of it that is rebuilt when the weight changes (in place or by `.to`). It runs the
-dense kernel wherever oneDNN does not apply: gradients wanted, an input or
-weight not float32 on the CPU. The price is memory: a second copy of every linear weight
-(~0.5 GB for the embedded model). What this module does not do: reduced precision (bf16/int8),
-GPUs (there the path is always dense), or timing beyond the short calibration
-(`python -m specnb.bench.cpu_path` records the full curves).
+oneDNN copy of it that is rebuilt when the weight changes (in place or by `.to`; a write
+through `weight.data` bypasses the version counter and is not seen: call
+`use_path(model, "prepacked")` again after one). It runs the dense kernel wherever oneDNN does
+not apply: gradients wanted, CPU autocast on, an input or weight not float32 on the CPU. The
+price is memory: a second copy of every linear weight (~0.5 GB for the embedded model). What
+this module does not do: reduced precision (bf16/int8), GPUs (there the path is always dense),
+or timing beyond the short calibration (`python -m specnb.bench.cpu_path` records the full
+curves).
 """
 
 import hashlib
@@ -62,7 +64,8 @@ class PrepackedLinear(nn.Linear):
 
     def _dense_only(self, x) -> bool:
         wants_grad = torch.is_grad_enabled() and (self.weight.requires_grad or x.requires_grad)
-        return (wants_grad or x.dtype != torch.float32 or x.device.type != "cpu"
+        return (wants_grad or torch.is_autocast_enabled("cpu") or x.dtype != torch.float32
+                or x.device.type != "cpu"
                 or self.weight.dtype != torch.float32 or self.weight.device.type != "cpu"
                 or x.numel() == 0)
 
@@ -94,6 +97,8 @@ def use_path(model, path: str):
         for name, child in list(parent.named_children()):
             if path == "prepacked" and type(child) is nn.Linear:
                 setattr(parent, name, PrepackedLinear(child))
+            elif path == "prepacked" and isinstance(child, PrepackedLinear):
+                child._packed, child._packed_for = None, None  # repacked at its next use
             elif path == "dense" and isinstance(child, PrepackedLinear):
                 dense = nn.Linear(child.in_features, child.out_features, bias=False,
                                   device="meta")

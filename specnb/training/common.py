@@ -5,7 +5,7 @@ decays with a half cosine to 0. `write_record(out, command, args, argv, started,
 writes `out/training.json` (how the files next to it were made: the command line, the counts,
 the seconds and the hardware) and prints it. It trains nothing itself.
 
-Example: total_steps 100 -> factor 0.2 at step 0, 1.0 at step 4, 0.5 at step 50.
+Example: total_steps 100 -> factor 0.2 at step 0, 0.996 at step 4, 0.5 at step 50.
 """
 
 import json

@@ -31,7 +31,7 @@ from tqdm.auto import tqdm
 from ..models.loading import cache_dir, load_model
 from .slots import generate_stream
 
-# Residual stream entering layers 2 and 15, leaving layer 27, and the final (normed) state:
+# Residual stream entering layers 2, 15 and 27, and the final (normed) state:
 # a low, a middle and a high layer as in EAGLE-3, plus the state the LM head reads.
 FEATURE_LAYERS = (2, 15, 27, 30)
 SHARD_SIZE = 64  # prompts per shard
@@ -54,7 +54,10 @@ def _digest(value) -> str:
 
 def shard_path(block: list, temperature: float, round_: int, seed: int, max_new_tokens: int,
                layers=FEATURE_LAYERS, folder: Path | None = None) -> Path:
-    """The file of one shard, named by what determines its content (not the whole prompt list)."""
+    """The file of one shard, named by what determines its content (not the whole prompt list).
+
+    The key does not name the target: the cache is the embedded target's. Data for another
+    target needs another cache folder (SPECNB_CACHE)."""
     key = _digest([[list(map(int, p)) for p in block], temperature, round_, seed,
                    max_new_tokens, list(layers), TOP_K])[:16]
     return (folder or shard_dir()) / f"r{round_}-T{temperature:g}-n{max_new_tokens}-{key}.pt"

@@ -62,6 +62,10 @@ def forward_slots(target, cache: SlotCache, input_ids, positions, mask, layers) 
     num_layers the final normed state (as `output_hidden_states` numbers them)."""
     body = target.model
     hidden = body.embed_tokens(input_ids)
+    # Additive, in the model's dtype: SDPA also takes a bool mask, but eager attention adds the
+    # mask to the scores, where True/False would silently count as 1/0.
+    mask = torch.zeros(mask.shape, dtype=hidden.dtype, device=mask.device).masked_fill_(
+        ~mask, torch.finfo(hidden.dtype).min)
     rotary = body.rotary_emb(hidden, positions)
     captured = {}
     for index, layer in enumerate(body.layers):

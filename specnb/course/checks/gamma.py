@@ -207,7 +207,7 @@ def check_timing_table(rows, alpha_hat, c_hat) -> None:
         times = [float(row["ar_seconds"]), float(row["spec_seconds"])]
         if int(gamma) != gamma or gamma < 0 or not all(math.isfinite(t) and t > 0 for t in times):
             raise failure(name, given=f"row {row}", hint="gamma is an int >= 0 and both times "
-                          "are positive seconds (e.g. medians from specnb.bench.timed)")
+                          "are positive seconds (e.g. medians from specnb.bench.compare.timed)")
         if not _close(float(row["measured"]), times[0] / times[1], 1e-4):
             hint = ("upside down: speedup = autoregressive time / speculative time (> 1 means "
                     "faster)") if _close(float(row["measured"]), times[1] / times[0], 1e-4) \
