@@ -57,7 +57,7 @@ def test_batch_forward_times_every_shape(record):
 def test_plot_and_bad_record(record):
     fig = plot_batch_throughput(record)
     assert len(fig.axes) == 3 and all(ax.get_title() for ax in fig.axes)
-    with pytest.raises(ValueError, match="bench_batch"):
+    with pytest.raises(ValueError, match="specnb.bench.batch"):
         plot_batch_throughput({"rows": []})
 
 
