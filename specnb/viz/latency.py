@@ -43,10 +43,7 @@ def plot_forward_latency(measurements: dict) -> Figure:
     per_token.set_ylabel("time per token (ms)")
     per_token.set_ylim(bottom=0)
     for axes in (per_forward, per_token):
-        axes.set_xscale("log", base=2)
-        axes.set_xticks(counts, [str(k) for k in counts])
-        axes.set_xlabel("new tokens scored in one forward, k")
-        axes.grid(True, which="both", alpha=0.3)
+        _token_count_axis(axes, counts)
     fig.tight_layout()
     return fig
 
@@ -70,13 +67,18 @@ def plot_checking_cost(record: dict) -> Figure:
     absolute.set_ylabel("time per forward (ms)")
     absolute.set_ylim(bottom=0)
     for axes in (relative, absolute):
-        axes.set_xscale("log", base=2)
-        axes.set_xticks(counts, [str(k) for k in counts])
-        axes.set_xlabel("new tokens scored in one forward, k")
-        axes.grid(True, which="both", alpha=0.3)
+        _token_count_axis(axes, counts)
         axes.legend()
     fig.tight_layout()
     return fig
+
+
+def _token_count_axis(axes, counts) -> None:
+    """The x axis of every latency panel: k on a log-2 scale, one tick per measured k."""
+    axes.set_xscale("log", base=2)
+    axes.set_xticks(counts, [str(k) for k in counts])
+    axes.set_xlabel("new tokens scored in one forward, k")
+    axes.grid(True, which="both", alpha=0.3)
 
 
 def roofline_numbers(num_params: float, bytes_per_param: float, bandwidth_bytes_per_s: float,
