@@ -172,3 +172,30 @@ def test_acceptance_rules_and_gamma_schedules_are_benchmarked(adaptive):
 def test_cost_aware_needs_the_one_token_latency():
     with pytest.raises(SystemExit):
         bench.parse_args(["--schedules", "cost-aware", "--latency-counts", "2", "4"])
+
+
+def test_early_stop_runs_ours_and_transformers_at_the_same_threshold(monkeypatch):
+    """`--stop-below`: our draft stops after a doubtful token (fewer drafts, same greedy
+    tokens) and transformers' assistant gets the same confidence threshold."""
+    import torch
+
+    from tiny_models import tiny_llama
+
+    target, draft = tiny_llama(1), tiny_llama(2, hidden=16, layers=1)
+    ids = torch.randint(1, 30, (1, 12), generator=torch.Generator().manual_seed(0))
+    drafted, tokens = {}, {}
+    for stop in ("0", "0.6"):
+        args = bench.parse_args(["--gammas", "4", "--head-gammas", "--stop-below", stop,
+                                 "--max-new-tokens", "24"], check_prompts=False)
+        table = bench.all_methods(args, target, draft, None, {})
+        result = table["ours speculative γ=4"][1](ids, None)
+        drafted[stop], tokens[stop] = result.stats.drafted, result.tokens
+        seen = []
+        monkeypatch.setattr(bench, "hf_generate", lambda target, ids, assistant_model, **_:
+                            seen.append(assistant_model.generation_config
+                                        .assistant_confidence_threshold))
+        table["HF assisted γ=4"][1](ids, None)
+        assert seen == [float(stop)]
+    assert tokens["0"] == tokens["0.6"] and drafted["0.6"] < drafted["0"]
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--stop-below", "1.5"])

@@ -148,3 +148,36 @@ def test_bad_drafters_are_refused(setup, bad, message):
     target, prompts, _ = setup
     with pytest.raises(ValueError, match=message):
         specnb.speculative(target, bad, prompts[0], gamma=2, max_new_tokens=4)
+
+
+@pytest.mark.parametrize("kind", ["model", "head"])
+def test_early_stop_drafts_less_and_keeps_greedy_output(setup, kind):
+    """A row stops drafting after a token its draft gives q < stop_below: greedy output is
+    unchanged, fewer tokens are drafted, and every proposal ends at its first doubtful token."""
+    from head_fixtures import random_head
+
+    target, prompts, alone = setup
+    draft = tiny_llama(2, hidden=16, layers=1)
+    make = (lambda stop: specnb.drafters.ModelDrafter(draft, stop_below=stop)) if kind == "model" \
+        else (lambda stop: specnb.drafters.FeatureDrafter(random_head(target).head, stop_below=stop))
+    full = specnb.speculative(target, make(None), [prompts[1]], gamma=4, max_new_tokens=MAX_NEW)
+    stopped = specnb.speculative(target, make(0.5), [prompts[1]], gamma=4, max_new_tokens=MAX_NEW)
+    assert full.tokens == stopped.tokens == alone[1:2]
+    assert stopped.stats.drafted < full.stats.drafted
+    assert stopped.stats.draft_forwards < full.stats.draft_forwards
+    assert any(len(it.drafted) < 4 for it in stopped.trace if it.drafted)
+    # The rule itself: q(token) at T > 0; softmax(logits) at T = 0 (q is one-hot there).
+    drafter, eos, token = make(0.5), torch.tensor([99]), torch.tensor([1, 1])
+    q = torch.tensor([[0.3, 0.7], [0.6, 0.4]])
+    assert drafter.stops(token, token, eos, q=q, logits=q.log(),
+                         temperature=0.7).tolist() == [False, True]
+    assert drafter.stops(token, token, eos, q=torch.eye(2)[[1, 1]], logits=q.log(),
+                         temperature=0.0).tolist() == [False, True]
+    assert drafter.stops(torch.tensor([99, 1]), token, eos, q=q, logits=q.log(),
+                         temperature=0.7).tolist() == [True, True]
+
+
+@pytest.mark.parametrize("bad", [0, -0.1, 1.5, True, "0.4", float("nan")])
+def test_bad_stop_below_is_refused(bad):
+    with pytest.raises(ValueError, match="stop_below must be None or a probability"):
+        specnb.drafters.ModelDrafter(tiny_llama(2, hidden=16, layers=1), stop_below=bad)

@@ -51,8 +51,13 @@ def sampled_codes(pair, method, temperature, seed=5, gamma=2):
     target, draft = pair
     generator = torch.Generator().manual_seed(seed)
     prompts = [PROMPT] * ROWS
-    if method in ("speculative", "feature head"):
-        drafter = draft if method == "speculative" else random_head(target, draft_vocab=4)
+    if method in ("speculative", "feature head", "early stop", "feature head early stop"):
+        # Early stop: rows stop drafting after a token the draft gives q < 0.3, so rows check
+        # different numbers of drafts, decided by the draft alone.
+        stop = 0.3 if method.endswith("early stop") else None
+        drafter = specnb.drafters.ModelDrafter(draft, stop_below=stop) \
+            if method in ("speculative", "early stop") else \
+            specnb.drafters.FeatureDrafter(random_head(target, draft_vocab=4).head, stop_below=stop)
         result = specnb.speculative(target, drafter, prompts, gamma=gamma, max_new_tokens=5,
                                     temperature=temperature, generator=generator)
     else:
@@ -66,7 +71,8 @@ def sampled_codes(pair, method, temperature, seed=5, gamma=2):
     return tokens[:, 0] * VOCAB ** 2 + tokens[:, 1] * VOCAB + tokens[:, 2]
 
 
-@pytest.mark.parametrize("method", ["speculative", "prompt_lookup", "feature head"])
+@pytest.mark.parametrize("method", ["speculative", "prompt_lookup", "feature head", "early stop",
+                                    "feature head early stop"])
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
 def test_loop_samples_the_target_joint(pair, method, temperature):
     codes = sampled_codes(pair, method, temperature)
@@ -105,7 +111,7 @@ def verify_past_rejection(target_probs, draft_probs, draft_ids, bonus_ids, *, nu
     return verdict
 
 
-def greedy_draws(probs, temperature, *, generator=None):
+def greedy_draws(probs, temperature, *, generator=None, **_):
     """Broken: drafts and bonus tokens take the argmax although the target samples."""
     return probs.argmax(dim=-1)
 
@@ -118,7 +124,7 @@ def rollback_one_short(self, num_tokens):
     return original_rollback(self, (num_tokens - 1).clamp_min(0))
 
 
-@pytest.mark.parametrize("method", ["speculative", "feature head"])
+@pytest.mark.parametrize("method", ["speculative", "feature head", "early stop"])
 @pytest.mark.parametrize("broken", ["no_residual", "past_rejection", "greedy_draws",
                                     "stale_cache"])
 def test_broken_loops_are_caught(pair, monkeypatch, broken, method):

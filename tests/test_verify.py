@@ -49,6 +49,25 @@ def test_one_hot_p_and_q_accept_iff_equal_else_emit_target_argmax():
                                            [False, False]]
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_greedy_flag_gives_the_race_winner_without_drawing(seed):
+    """One-hot p (T = 0), any q: the residual's argmax is what the race would draw, so
+    `greedy=True` changes no token; with a p that is not one-hot the flag would (a control)."""
+    g = torch.Generator().manual_seed(seed)
+    batch, gamma, vocab = 64, 3, 7
+    target_probs = F.one_hot(torch.randint(0, vocab, (batch, gamma), generator=g), vocab).float()
+    draft_probs = torch.rand(batch, gamma, vocab, generator=g).softmax(-1)
+    draft_ids = torch.randint(0, vocab, (batch, gamma), generator=g)
+    bonus = torch.randint(0, vocab, (batch, 1), generator=g)
+    raced, greedy = (verify(target_probs, draft_probs, draft_ids, bonus, check=True, greedy=flag,
+                            generator=torch.Generator().manual_seed(seed)) for flag in (False, True))
+    assert torch.equal(raced.tokens, greedy.tokens) and (raced.num_accepted < gamma).any()
+    soft = torch.rand(batch, gamma, vocab, generator=g).softmax(-1)
+    raced, greedy = (verify(soft, draft_probs, draft_ids, bonus, greedy=flag,
+                            generator=torch.Generator().manual_seed(seed)) for flag in (False, True))
+    assert not torch.equal(raced.tokens, greedy.tokens)
+
+
 @pytest.mark.parametrize("probs", [
     [0.1, 0.2, 0.3, 0.15, 0.05, 0.2],
     [0.5, 0.5, 0.0, 0.0, 0.0, 0.0],  # zeros: the residual is 0 everywhere, must not NaN

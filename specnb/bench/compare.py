@@ -35,6 +35,7 @@ from tqdm.auto import tqdm
 
 from ..core.args import check_out_file
 from ..core.latency import measure_forward_latency
+from ..drafters import FeatureDrafter, ModelDrafter
 from ..methods import autoregressive, jacobi, prompt_lookup, speculative
 from ..methods.schedules import CostAwareGamma
 from ..models.data import DATA_DIR, GROUPS, load_prompts
@@ -152,8 +153,12 @@ def all_methods(args, target, draft, head, cost_aware):
     sampled = {"temperature": args.temperature}
     table = {"ours autoregressive": (0, lambda ids, g: autoregressive(
         target, ids, **common, **sampled, generator=g))}
-    drafters = ([("feature head", "head", head, args.head_gammas)] if head is not None else []) \
-        + [("speculative", "draft", draft, args.gammas)]
+    # Our drafters stop early where the draft doubts its token (`--stop-below`), as
+    # transformers' assistant does at the same threshold (its peers below).
+    stop = args.stop_below or None
+    drafters = ([("feature head", "head", FeatureDrafter(head.head, stop_below=stop),
+                  args.head_gammas)] if head is not None else []) \
+        + [("speculative", "draft", ModelDrafter(draft, stop_below=stop), args.gammas)]
     for label, key, drafter, gammas in drafters:
         # Fixed γ from the list, then the dynamic schedules; each under every acceptance rule.
         choices = [(gamma, gamma) for gamma in gammas] if "fixed" in args.schedules else []
@@ -179,7 +184,8 @@ def all_methods(args, target, draft, head, cost_aware):
         table[f"HF assisted γ={gamma}"] = (gamma, lambda ids, g, gamma=gamma: hf_assisted(
             target, draft, pristine, ids, settings={
                 "num_assistant_tokens": gamma, "num_assistant_tokens_schedule": "constant",
-                "assistant_confidence_threshold": 0.0}, **common, **sampled, generator=g))
+                "assistant_confidence_threshold": args.stop_below}, **common, **sampled,
+            generator=g))
     table["HF assisted default"] = (0, lambda ids, g: hf_assisted(
         target, draft, pristine, ids, **common, **sampled, generator=g))
     table[f"HF prompt lookup k={args.num_pred}"] = (args.num_pred, lambda ids, g: hf_generate(
@@ -364,6 +370,9 @@ def parse_args(argv=None, *, check_prompts: bool = False) -> argparse.Namespace:
     parser.add_argument("--schedules", nargs="+", choices=["fixed", "heuristic", "cost-aware"],
                         default=["fixed"], help="γ choices: fixed (--gammas, --head-gammas), "
                         "transformers' heuristic, cost-aware (needs --latency-counts with 1)")
+    parser.add_argument("--stop-below", type=float, default=0.4,
+                        help="our drafters and transformers' assistant stop drafting after a "
+                             "token the draft gives less than this probability (0: never)")
     parser.add_argument("--num-pred", type=int, default=10)
     parser.add_argument("--ngram-max", type=int, default=3)
     parser.add_argument("--block", type=int, default=8)
@@ -386,6 +395,9 @@ def parse_args(argv=None, *, check_prompts: bool = False) -> argparse.Namespace:
     if not args.temperature >= 0 or args.temperature == float("inf"):
         parser.error(f"--temperature must be a finite number >= 0 (0 is greedy), got "
                      f"{args.temperature}")
+    if not 0 <= args.stop_below <= 1:
+        parser.error(f"--stop-below must be a probability in [0, 1] (0: never stop early), "
+                     f"got {args.stop_below}")
     for name, minimum in (("repeats", 1), ("warmup", 0), ("max_new_tokens", 1), ("num_pred", 0),
                           ("ngram_max", 1), ("block", 1), ("prompts", 0)):
         if getattr(args, name) < minimum:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .sampler import sample
+from .sampler import draw, sample
 
 
 @dataclass
@@ -58,7 +58,7 @@ def residual_weights(target_probs: torch.Tensor, draft_probs: torch.Tensor) -> t
 
 
 def verify(target_probs, draft_probs, draft_token_ids, bonus_token_ids, *, num_drafts=None,
-           generator=None, check=True) -> Verdict:
+           generator=None, check=True, greedy=False) -> Verdict:
     """Accept or reject each draft token; `.tokens` of the result is `[B, γ+1]`, -1 padded.
 
     Example (γ = 3): accepted, accepted, rejected -> tokens [x1, x2, r, -1] with r from
@@ -73,6 +73,8 @@ def verify(target_probs, draft_probs, draft_token_ids, bonus_token_ids, *, num_d
 
     `check=True` validates shapes, ids and probabilities first (a few host reads); the decoding
     loop, whose inputs it built itself, passes `check=False` to stay free of host syncs.
+    `greedy=True` says p is one-hot (temperature 0): the residual then has one positive entry
+    (or is p itself), so its argmax *is* the race's winner, found without drawing V exponentials.
     """
     if check:
         _check_inputs(target_probs, draft_probs, draft_token_ids, bonus_token_ids, num_drafts)
@@ -98,7 +100,9 @@ def verify(target_probs, draft_probs, draft_token_ids, bonus_token_ids, *, num_d
                 -1, draft_token_ids.gather(1, first_rejected.unsqueeze(1)), 1.0)
         else:
             q_row = draft_probs.gather(1, row).squeeze(1)
-        resampled = sample(residual_weights(p_row, q_row), generator=generator, check=False)
+        weights = residual_weights(p_row, q_row)  # [B, V]
+        resampled = draw(weights, 0.0, check=False) if greedy else \
+            sample(weights, generator=generator, check=False)
     else:
         resampled = bonus_token_ids.view(batch)
 

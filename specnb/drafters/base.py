@@ -46,10 +46,45 @@ class Step:
     proposed_width: int
 
 
+def check_stop_below(stop_below):
+    """None (draft every token the budget allows) or a confidence threshold in (0, 1]."""
+    if stop_below is None:
+        return None
+    if isinstance(stop_below, bool) or not isinstance(stop_below, (int, float)) or \
+            not 0 < stop_below <= 1:
+        raise ValueError(f"stop_below must be None or a probability in (0, 1] (e.g. 0.4, "
+                         f"transformers' default), got {stop_below!r}")
+    return float(stop_below)
+
+
 class Drafter:
     """Base class: subclasses implement `start`, `propose`, `update`, `select_rows`."""
 
     feature_layers: tuple = ()  # target hidden states this drafter reads (indices), none by default
+    # Early stop (drafters that draw from a law q): a row stops drafting after a token whose
+    # q(token) < stop_below. See `stops`.
+    stop_below: float | None = None
+
+    def stops(self, token_ids, drawn, eos, *, q, logits, temperature) -> torch.Tensor:
+        """`[A]` bool: rows whose token (`token_ids [A]`, drawn at index `drawn [A]` of the
+        draft's `logits [A, V']` and law `q`) ends their drafting: an EOS, or (`stop_below`) a
+        token the draft itself doubts: its probability under q, or at T = 0, where q is one-hot,
+        under softmax(logits) (as transformers reads it), is below `stop_below`.
+
+        Why the draft's confidence: where the draft gives its own token a low probability, the
+        target disagrees far more often, so the tokens drafted after it would mostly be checked
+        in vain, each at the price of a draft forward and a wider target forward.
+        transformers' assisted generation stops on the same signal
+        (`assistant_confidence_threshold`, 0.4 by default), so the two compare like for like.
+        The rule reads only the draft's side, so the number of drafts is decided before the
+        target is consulted and `verify` stays exact (any γ chosen that way is).
+        """
+        stop = torch.isin(token_ids, eos)
+        if self.stop_below is not None:
+            law = q if temperature > 0 else torch.softmax(logits.float(), -1)
+            confidence = law.gather(1, drawn.clamp_min(0).unsqueeze(1)).squeeze(1)
+            stop |= confidence < self.stop_below
+        return stop
 
     def start(self, target, prompts: list, pending: torch.Tensor, *, eos_ids: set,
               features: torch.Tensor | None = None) -> None:

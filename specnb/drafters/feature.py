@@ -22,14 +22,14 @@ import torch
 
 from ..core.batch_kv import BatchedCachedLM
 from ..core.sampler import draw, logits_to_probs
-from .base import Drafter, Proposal, Step
+from .base import Drafter, Proposal, Step, check_stop_below
 from .head import FeatureHead, HeadConfig
 
-def right_align(values: torch.Tensor, counts: torch.Tensor):
+def right_align(values: torch.Tensor, counts: torch.Tensor, width: int | None = None):
     """Per row, its first `counts[b]` columns of `values [A, W, ...]`, right-aligned in a
-    `[A, max(counts), ...]` block; returns (block, valid). Example: [[1, 2, 3], [4, 5, 6]] with
-    counts [1, 3] -> [[·, ·, 1], [4, 5, 6]]."""
-    width = int(counts.max())
+    `[A, width, ...]` block (`width`: max(counts) unless given); returns (block, valid).
+    Example: [[1, 2, 3], [4, 5, 6]] with counts [1, 3] -> [[·, ·, 1], [4, 5, 6]]."""
+    width = int(counts.max()) if width is None else width
     column = torch.arange(width, device=values.device)
     source = column - (width - counts).unsqueeze(1)  # [A, width]
     valid = source >= 0
@@ -42,10 +42,11 @@ def right_align(values: torch.Tensor, counts: torch.Tensor):
 class FeatureDrafter(Drafter):
     """Wrap a `FeatureHead` as a drafter for its target."""
 
-    def __init__(self, head: FeatureHead):
+    def __init__(self, head: FeatureHead, *, stop_below=None):
         if not isinstance(head, FeatureHead):
             raise ValueError(f"FeatureDrafter needs a FeatureHead, got {type(head).__name__}")
         self.head = head
+        self.stop_below = check_stop_below(stop_below)
         self.feature_layers = tuple(head.config.feature_layers)
         self.lm = None
 
@@ -55,7 +56,7 @@ class FeatureDrafter(Drafter):
                 f"draft_vocab={c.draft_vocab_size})")
 
     @classmethod
-    def from_pretrained(cls, path, target) -> "FeatureDrafter":
+    def from_pretrained(cls, path, target, *, stop_below=None) -> "FeatureDrafter":
         """Load a head saved by `save_pretrained` for `target` (whose embedding it shares)."""
         from safetensors.torch import load_file
 
@@ -72,7 +73,8 @@ class FeatureDrafter(Drafter):
         head = FeatureHead(config, target.get_input_embeddings(), state["draft_to_target"])
         head.load_state_dict(state)
         parameter = next(target.parameters())
-        return cls(head.to(device=parameter.device, dtype=parameter.dtype).eval())
+        return cls(head.to(device=parameter.device, dtype=parameter.dtype).eval(),
+                   stop_below=stop_below)
 
     def save_pretrained(self, path) -> None:
         from safetensors.torch import save_file
@@ -104,20 +106,21 @@ class FeatureDrafter(Drafter):
         self.fill_forwards = 1
         self._remember(torch.arange(len(prompts), device=device), (lengths - 1).clamp_min(0))
 
-    def _remember(self, rows, columns) -> None:
-        """Keep the output of each row's last real entry: the input of the next proposal."""
-        out = self.lm.model_output
-        self.next_hidden = out.hidden[rows, columns]  # [A, H]
-        self.next_logits = self.head.logits(self.next_hidden)  # [A, Vd]
+    def _remember(self, rows, columns, logits=None) -> None:
+        """Keep the output of each row's last real entry: the input of the next proposal (and
+        its logits, unless the forward already computed them: `logits [A, Vd]`)."""
+        self.next_hidden = self.lm.model_output.hidden[rows, columns]  # [A, H]
+        self.next_logits = self.head.logits(self.next_hidden) if logits is None else logits
 
     def catch_up(self) -> None:
         """Feed the true entries that wait (one forward), so `next_logits` gives draft 1."""
         if self.unfed is None:
             return
         tokens, valid, features = self.unfed
-        self.lm.forward(tokens, valid, features=features)
+        # Right-aligned: every row's last real entry is the last column, the only logits needed.
+        logits = self.lm.forward(tokens, valid, keep=1, features=features)[:, -1]
         every = torch.arange(tokens.shape[0], device=tokens.device)
-        self._remember(every, torch.full_like(every, tokens.shape[1] - 1))
+        self._remember(every, torch.full_like(every, tokens.shape[1] - 1), logits)
         self.unfed, self.ready = None, True
 
     def propose(self, max_drafts, *, width, temperature, generator) -> Proposal:
@@ -141,13 +144,18 @@ class FeatureDrafter(Drafter):
                 hidden = self.lm.model_output.hidden[:, -1]
                 logits = out[:, -1]
             q = logits_to_probs(logits, temperature)  # [A, Vd]
-            drawn = draw(q, temperature, generator=generator)  # -1 for a NaN row (GPU, lax)
+            drawn = draw(q, temperature, generator=generator, check=False)  # -1: a NaN row
             ids.append(torch.where(drawn >= 0, draft_to_target[drawn.clamp_min(0)], -1))
             # q over the target's vocabulary: zero outside the draft vocabulary.
             probs.append(q.new_zeros(rows, vocab).scatter_(1, draft_to_target.expand(rows, -1), q))
-            num_drafts += (~stopped & (j < max_drafts)).long()  # nothing after an EOS counts
-            stopped |= torch.isin(ids[-1], self.eos)
-        self.own_entries = max(0, width - 1)
+            num_drafts += (~stopped & (j < max_drafts)).long()  # nothing after a stop counts
+            stopped |= self.stops(ids[-1], drawn, self.eos, q=q, logits=logits,
+                                  temperature=temperature)
+            # Every row stopped: the rest would never be counted. A host read, so the CPU only
+            # (as in ModelDrafter).
+            if j + 1 < width and device.type == "cpu" and bool(stopped.all()):
+                break
+        self.own_entries = max(0, len(ids) - 1)
         if not ids:
             return Proposal(torch.zeros(rows, 0, dtype=torch.long, device=device),
                             torch.zeros(rows, dtype=torch.long, device=device),
@@ -160,8 +168,9 @@ class FeatureDrafter(Drafter):
             self.lm.rollback(torch.full((rows,), self.own_entries, device=step.tokens.device))
         self.own_entries = 0
         counts = step.num_accepted + 1  # kept drafts, then the next token
-        tokens, valid = right_align(step.tokens, counts)
-        features, _ = right_align(step.features, counts)
+        width = int(counts.max())  # one host read for both
+        tokens, valid = right_align(step.tokens, counts, width)
+        features, _ = right_align(step.features, counts, width)
         # Fed when drafting resumes, in one forward: steps without drafts (γ = 0, a disabled
         # batch) cost the head nothing.
         if self.unfed is not None:

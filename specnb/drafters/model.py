@@ -16,7 +16,7 @@ import torch
 
 from ..core.batch_kv import BatchedCachedLM
 from ..core.sampler import draw, logits_to_probs
-from .base import Drafter, Proposal, Step
+from .base import Drafter, Proposal, Step, check_stop_below
 
 def pad_token_id(model) -> int:
     """The id fed in padding slots (never attended to, so any valid id works)."""
@@ -29,10 +29,11 @@ def pad_token_id(model) -> int:
 class ModelDrafter(Drafter):
     """Wrap a causal LM that shares the target's vocabulary as a drafter."""
 
-    def __init__(self, model):
+    def __init__(self, model, *, stop_below=None):
         if not hasattr(model, "get_output_embeddings") or not hasattr(model, "config"):
             raise ValueError(f"ModelDrafter needs a transformers causal LM, got {type(model)}")
         self.model = model
+        self.stop_below = check_stop_below(stop_below)
         self.context = getattr(model.config, "max_position_embeddings", None)
         self.lm = None
 
@@ -75,11 +76,13 @@ class ModelDrafter(Drafter):
             probs.append(step_probs)
             ids.append(step_ids)
             num_drafts += (~stopped & (j < max_drafts)).long()
-            stopped |= torch.isin(ids[-1], self.eos)
+            stopped |= self.stops(step_ids, step_ids, self.eos, q=step_probs, logits=logits,
+                                  temperature=temperature)
             feed, feed_valid = ids[-1].unsqueeze(1), self.alive.unsqueeze(1)
-            # Nothing after an EOS can be emitted: stop once every row has drafted one. Asking
-            # is a host read, free on a CPU but a sync per draft on a GPU, so only the CPU asks
-            # (on a GPU the extra drafts after an EOS are never counted nor emitted).
+            # Nothing after an EOS can be emitted, nor is anything drafted after a doubtful
+            # token: stop once every row has stopped. Asking is a host read, free on a CPU but a
+            # sync per draft on a GPU, so only the CPU asks (on a GPU the extra drafts are
+            # never counted, verified nor emitted).
             if j + 1 < width and self.lm.device.type == "cpu" and bool(stopped.all()):
                 break
         return Proposal(torch.stack(ids, 1), num_drafts, torch.stack(probs, 1))
@@ -88,7 +91,7 @@ class ModelDrafter(Drafter):
         """One draft position: the draft's law q `[A, V]` from its logits, and a token from q
         `[A]` (the argmax at T = 0). A drafter with another q overrides only this."""
         probs = logits_to_probs(logits, temperature)
-        return probs, draw(probs, temperature, generator=generator)
+        return probs, draw(probs, temperature, generator=generator, check=False)
 
     def update(self, step: Step) -> None:
         width, accepted = step.proposed_width, step.num_accepted

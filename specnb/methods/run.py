@@ -9,13 +9,29 @@ algorithm itself lives in `specnb.methods.speculative.speculate`.
 import math
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import torch
 
 from ..core.batch_kv import BatchedCachedLM
+from ..core.host import to_host
 from ..drafters.base import Step
 from ..drafters.model import pad_token_id
 from .results import BatchOutput, DraftedToken, EmittedToken, GenerationResult, Iteration, Stats
+
+
+@dataclass
+class Budget:
+    """What each running row may draft this iteration: the schedule's `gammas` (host), the
+    `drafts` allowed after budget and context caps (host), the same as `max_drafts [A]`."""
+
+    gammas: list
+    drafts: list
+    max_drafts: torch.Tensor
+
+    @property
+    def width(self) -> int:
+        return max(self.drafts, default=0)
 
 
 class Run:
@@ -56,66 +72,61 @@ class Run:
         yield
         self.clock[name] = time.perf_counter() - start
 
-    def draft_budget(self) -> torch.Tensor:
+    def draft_budget(self) -> "Budget":
         """Per row: the schedule's γ, at most the remaining budget − 1 (the target adds one
         token), and what the drafter's context (or `draft_max_len`) allows: a row past it
         continues without drafts. No row drafts while `disable_by_batch_size` rows or more run."""
         lengths = [self.lengths[r] for r in self.row_ids]
-        self.gammas = self.schedule.gammas(self.row_ids)
+        gammas = self.schedule.gammas(self.row_ids)
         if self.disable_by_batch_size is not None and \
                 len(self.row_ids) >= self.disable_by_batch_size:
-            self.gammas = [0] * len(self.row_ids)
+            gammas = [0] * len(self.row_ids)
         caps = self.drafter.max_drafts(lengths)
         if self.draft_max_len is not None:  # a draft at position L - 1 + j needs L - 1 + j < max
             caps = [min(self.draft_max_len - length + 1, math.inf if cap is None else cap)
                     for length, cap in zip(lengths, caps)]
-        budget = [min(gamma, self.max_new_tokens - self.counts[r] - 1, gamma if cap is None else cap)
-                  for gamma, r, cap in zip(self.gammas, self.row_ids, caps)]
-        self.budget = [max(0, b) for b in budget]
-        return torch.tensor(self.budget, dtype=torch.long, device=self.device)
+        drafts = [max(0, min(gamma, self.max_new_tokens - self.counts[r] - 1,
+                             gamma if cap is None else cap))
+                  for gamma, r, cap in zip(gammas, self.row_ids, caps)]
+        return Budget(gammas, drafts, torch.tensor(drafts, dtype=torch.long, device=self.device))
 
-    def record(self, proposal, verdict, kept, target_probs) -> Step:
+    def record(self, budget, proposal, verdict, kept, target_probs) -> Step:
         """One host read per step: fill the trace and the stats, and tell the drafter."""
         width = proposal.token_ids.shape[1]
         if proposal.probs is None:
             overlap = verdict.p_of_draft
         else:
             overlap = torch.minimum(target_probs[:, :width], proposal.probs).sum(-1)  # [A, K]
-        summary = torch.cat([
-            torch.stack([proposal.num_drafts, verdict.num_accepted, kept], 1).double(),
-            verdict.tokens.double(), proposal.token_ids.double(), verdict.q_of_draft.double(),
-            verdict.p_of_draft.double(), verdict.accept_probs.double(), overlap.double(),
-            self.out.finished[self.rows].double().unsqueeze(1)], 1).tolist()
+        host = to_host(num_drafts=proposal.num_drafts, num_accepted=verdict.num_accepted,
+                       kept=kept, tokens=verdict.tokens, drafts=proposal.token_ids,
+                       q=verdict.q_of_draft, p=verdict.p_of_draft,
+                       accept_prob=verdict.accept_probs, overlap=overlap,
+                       finished=self.out.finished[self.rows])
         self.step += 1
-        emitted_rows, drafted_counts, accepted_counts = [], [], []
-        for i, values in enumerate(summary):
-            num_drafts, num_accepted, num_kept = (int(v) for v in values[:3])
-            tokens = [int(t) for t in values[3:3 + width + 1]]
-            columns = [values[4 + width + j * width:4 + width + (j + 1) * width] for j in range(5)]
-            drafted = [DraftedToken(int(columns[0][j]), columns[1][j], columns[2][j],
-                                    columns[3][j], columns[4][j],
+        emitted_rows = []
+        for i, row in enumerate(self.row_ids):
+            num_drafts, num_accepted = host["num_drafts"][i], host["num_accepted"][i]
+            drafted = [DraftedToken(host["drafts"][i][j], host["q"][i][j], host["p"][i][j],
+                                    host["accept_prob"][i][j], host["overlap"][i][j],
                                     "accepted" if j < num_accepted else
                                     "rejected" if j == num_accepted else "unverified")
                        for j in range(num_drafts)]
             kinds = ["accepted"] * num_accepted + [
                 "target" if num_drafts == 0 else
                 "bonus" if num_accepted == num_drafts else "resampled"]
-            emitted = tokens[:num_kept]
-            row = self.row_ids[i]
+            emitted = host["tokens"][i][:host["kept"][i]]
             self.trace.append(Iteration(
                 drafted=drafted, emitted=[EmittedToken(t, k) for t, k in zip(emitted, kinds)],
                 draft_s=self.clock.get("draft", 0.0), target_s=self.target_lm.log.seconds[-1],
                 verify_s=self.clock.get("verify", 0.0), row=row, step=self.step,
-                info=proposal.info[i] if proposal.info else {}, gamma=self.gammas[i]))
-            self.counts[row] += num_kept
-            self.lengths[row] += num_kept
-            self.stats.drafted += num_drafts
-            self.stats.accepted += num_accepted
-            self.finished[row] = bool(values[-1])
+                info=proposal.info[i] if proposal.info else {}, gamma=budget.gammas[i]))
+            self.counts[row] += host["kept"][i]
+            self.lengths[row] += host["kept"][i]
+            self.finished[row] = host["finished"][i]
             emitted_rows.append(emitted)
-            drafted_counts.append(num_drafts)
-            accepted_counts.append(num_accepted)
-        self.schedule.update(self.row_ids, drafted_counts, accepted_counts)
+        self.stats.drafted += sum(host["num_drafts"])
+        self.stats.accepted += sum(host["num_accepted"])
+        self.schedule.update(self.row_ids, host["num_drafts"], host["num_accepted"])
         return Step(verdict.tokens, verdict.num_accepted, emitted_rows, self.target_lm.features,
                     width)
 

@@ -25,11 +25,12 @@ from .schedules import as_schedule
 
 def speculate(run: Run) -> None:
     """Algorithm 1 for the rows of `run` until each has hit EOS or its budget."""
+    greedy = run.temperature == 0.0
     while run.drop_finished():
         # 1. Draft: up to k_b <= γ_b tokens per row (the row's schedule, its budget, context).
+        budget = run.draft_budget()
         with run.timer("draft"):
-            max_drafts = run.draft_budget()  # [A]
-            proposal = run.drafter.propose(max_drafts, width=max(run.budget),
+            proposal = run.drafter.propose(budget.max_drafts, width=budget.width,
                                            temperature=run.temperature, generator=run.generator)
         width = proposal.token_ids.shape[1]  # K
 
@@ -42,21 +43,21 @@ def speculate(run: Run) -> None:
             #    from the residual at the first rejection, else the bonus after the last draft.
             at_bonus = proposal.num_drafts.view(-1, 1, 1).expand(-1, 1, target_probs.shape[-1])
             bonus = draw(target_probs.gather(1, at_bonus).squeeze(1), run.temperature,
-                         generator=run.generator)  # [A]
+                         generator=run.generator, check=False)  # [A]
             #    (`run.verify` is the acceptance rule: exact `verify`, or lossy `typical_verify`.)
             verdict = run.verify(target_probs[:, :width], proposal.probs, proposal.token_ids,
                                  bonus.unsqueeze(1), num_drafts=proposal.num_drafts,
-                                 generator=run.generator, check=False)
+                                 generator=run.generator, check=False, greedy=greedy)
 
-            # 4. Roll back: the target forgets each row's rejected (and padding) drafts.
-            run.target_lm.rollback(width - verdict.num_accepted)
-            run.pending = verdict.tokens.gather(1, verdict.num_accepted.unsqueeze(1)).squeeze(1)
+        # 4. Roll back: the target forgets each row's rejected (and padding) drafts.
+        run.target_lm.rollback(width - verdict.num_accepted)
+        run.pending = verdict.tokens.gather(1, verdict.num_accepted.unsqueeze(1)).squeeze(1)
 
-            # 5. Emit: append within each row's budget and up to its EOS.
-            kept = run.out.extend(run.rows, verdict.tokens)
+        # 5. Emit: append within each row's budget and up to its EOS.
+        kept = run.out.extend(run.rows, verdict.tokens)
 
         # The drafter rolls its own state back, given what each row kept (and the features).
-        run.drafter.update(run.record(proposal, verdict, kept, target_probs))
+        run.drafter.update(run.record(budget, proposal, verdict, kept, target_probs))
 
 
 def generate(target, drafter, input_ids, *, gamma, max_new_tokens, temperature, generator,
