@@ -1,5 +1,6 @@
 """Fixtures: the tiny random models of tiny_models.py, and the embedded model and draft."""
 
+import hashlib
 import json
 import os
 
@@ -50,6 +51,19 @@ def _record_pvalues(request, monkeypatch):
         return result
 
     monkeypatch.setattr(specnb.stats, "chisquare", recording)
+
+
+@pytest.fixture(scope="session")
+def _head_records_base(tmp_path_factory):
+    return tmp_path_factory.mktemp("head-records")
+
+
+@pytest.fixture(autouse=True)
+def _head_records_outside_the_repo(request, monkeypatch, _head_records_base):
+    """Token records and kept replies (specnb.training.head_records) go to a folder of each
+    test's own (made only if written), never into the repository's data/head-data."""
+    monkeypatch.setenv("SPECNB_HEAD_RECORDS", str(_head_records_base / hashlib.sha256(
+        request.node.nodeid.encode()).hexdigest()[:16]))
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,7 @@ import pytest
 import torch
 from tiny_models import tiny_llama
 
-from specnb.training import head_data, prompts
+from specnb.training import head_data, head_records, prompts
 from specnb.training.slots import generate_stream
 
 EOS = 5
@@ -89,6 +89,7 @@ def test_shards_resume_and_survive_added_prompts(target, tmp_path):
     lost = paths[3]  # a sampled shard
     lost_tokens = head_data.shard_info(lost)["answer_tokens"]
     lost.unlink()
+    head_records.answers_path(lost).unlink()  # else it is rebuilt (test_head_data_persist.py)
     again, record = build(target, rows, tmp_path, rows=4)  # other slots: the same answers
     assert again == paths and record["answer_tokens_made"] == lost_tokens
     for p in paths:

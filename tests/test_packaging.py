@@ -142,8 +142,11 @@ def test_every_package_and_data_folder_is_in_the_wheel():
     tool = PYPROJECT["tool"]["setuptools"]
     packages = {p.parent.relative_to(ROOT).as_posix().replace("/", ".")
                 for p in (ROOT / "specnb").rglob("__init__.py")}
+    # data/head-data (token records and replies for rebuilding the head's training data, see
+    # data/README.md) stays in the repository: the wheel does not need it.
     data_folders = {"specnb._data"} | {f"specnb._data.{p.name}" for p in (ROOT / "data").iterdir()
-                                       if p.is_dir() and not p.name.startswith((".", "__"))}
+                                       if p.is_dir() and not p.name.startswith((".", "__"))
+                                       and p.name != "head-data"}
     assert set(tool["packages"]) == packages | data_folders
     assert tool["package-dir"] == {"specnb._data": "data"}
     for folder in data_folders:

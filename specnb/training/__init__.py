@@ -5,7 +5,8 @@
     python -m specnb.training.head_data     the target's answers and hidden states the head
                                             trains on, in resumable shards (`slots`: the
                                             continuous batching; `prompts`: user turns the
-                                            target writes)
+                                            target writes; `head_records`: what of them
+                                            the repository keeps, and the rebuild from it)
     common                                  the warm-up/cosine learning rate and the
                                             training.json record both commands write
 

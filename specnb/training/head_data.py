@@ -15,6 +15,14 @@ round's temperature and seed, max_new_tokens, layers, top_k) and nothing else, s
 prompts or rounds keeps every shard already made. A shard is written as `.partial` and renamed,
 with a small `.json` beside it (its counts); stopping loses at most the shards in flight.
 
+The cache does not outlive a machine, so the repository keeps what decides it
+(`specnb.training.head_records`): each shard's token record, written as soon as the shard is
+saved, in `data/head-data/answers/`, and the target's raw replies behind the self-written
+prompts in `data/head-data/self-prompts/`. A shard missing from the cache whose record exists is
+rebuilt from it (one teacher-forced forward per example, no decoding) instead of generated; so
+on a new machine the same command resumes where the last one stopped. `--export` writes the
+records of shards made before (or by another checkout) and the replies into the repository.
+
 It does not train anything (`specnb.training.train_head` does).
 """
 
@@ -28,7 +36,11 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
+from ..models.data import load_prompts
 from ..models.loading import cache_dir, load_model
+from .head_records import (export, rebuild_shards, records_dir, records_to_rebuild,
+                           write_answers)
+from .prompts import prompt_pool  # the plan's prompts (train_head imports it from here)
 from .slots import generate_stream
 
 # Residual stream entering layers 2, 15 and 27, and the final (normed) state:
@@ -69,6 +81,15 @@ def plan(prompt_ids: list, num_rounds: int) -> list:
     return [(r, t, block) for t, r in round_settings(num_rounds) for block in blocks]
 
 
+def plan_shards(prompt_ids: list, num_rounds: int, max_new_tokens: int, seed: int = 0,
+                layers=FEATURE_LAYERS, folder: Path | None = None) -> list:
+    """[(shard path, settings of its token record)] in plan order (`head_records.SETTINGS`)."""
+    return [(shard_path(block, t, r, seed, max_new_tokens, layers, folder),
+             {"round": r, "temperature": t, "seed": seed, "max_new_tokens": max_new_tokens,
+              "layers": list(layers), "top_k": TOP_K})
+            for r, t, block in plan(prompt_ids, num_rounds)]
+
+
 def row_generator(prompt: list, round_: int, seed: int, device) -> torch.Generator:
     """A generator per (prompt, round, seed): a sampled answer does not depend on its batch."""
     return torch.Generator(device=device).manual_seed(
@@ -78,9 +99,8 @@ def row_generator(prompt: list, round_: int, seed: int, device) -> torch.Generat
 def cached_shards(prompt_ids: list, num_rounds: int, max_new_tokens: int, seed: int = 0,
                   layers=FEATURE_LAYERS, folder: Path | None = None) -> list:
     """The plan's shards that are already made, in plan order (nothing is generated)."""
-    paths = [shard_path(block, t, r, seed, max_new_tokens, layers, folder)
-             for r, t, block in plan(prompt_ids, num_rounds)]
-    return [p for p in paths if p.exists()]
+    return [p for p, _ in plan_shards(prompt_ids, num_rounds, max_new_tokens, seed, layers,
+                                      folder) if p.exists()]
 
 
 def shard_info(path: Path) -> dict:
@@ -98,10 +118,13 @@ def shard_info(path: Path) -> dict:
 
 def build(target, prompt_ids: list, *, tokens: int | None, num_rounds: int, max_new_tokens: int,
           eos_id: int, seed: int = 0, rows: int = 64, layers=FEATURE_LAYERS,
-          folder: Path | None = None, progress: bool = True) -> tuple:
+          folder: Path | None = None, records: Path | None = None,
+          progress: bool = True) -> tuple:
     """Make the plan's shards, in order, until they hold >= `tokens` answer tokens (None: all);
     return (their paths, a record of the counts and the measured rate). Shards that exist are
-    kept; the missing ones are generated together, through one stream of `rows` slots."""
+    kept; missing ones with a token record in `records` (None: `records_dir()`) are rebuilt from
+    it; the others are generated together, through one stream of `rows` slots, and each one's
+    token record is written as soon as it is saved."""
     for name, value in (("num_rounds", num_rounds), ("max_new_tokens", max_new_tokens),
                         ("rows", rows)):
         if not isinstance(value, int) or value < 1:
@@ -110,12 +133,19 @@ def build(target, prompt_ids: list, *, tokens: int | None, num_rounds: int, max_
         raise ValueError(f"tokens must be >= 1 or None (the whole plan), got {tokens!r}")
     if not prompt_ids:
         raise ValueError("prompt_ids must hold at least one prompt")
-    folder = folder or shard_dir()
+    folder, records = folder or shard_dir(), records or records_dir()
+    if records.exists() and not records.is_dir():
+        raise ValueError(f"records must be a folder (of token records), got the file {records}")
     folder.mkdir(parents=True, exist_ok=True)
-    steps = [(r, t, block, shard_path(block, t, r, seed, max_new_tokens, layers, folder))
-             for r, t, block in plan(prompt_ids, num_rounds)]
-    cached = sum(shard_info(p)["answer_tokens"] for *_, p in steps if p.exists())
+    shards = plan_shards(prompt_ids, num_rounds, max_new_tokens, seed, layers, folder)
+    settings = dict(shards)
+    steps = [(r, t, block, path) for (r, t, block), (path, _) in
+             zip(plan(prompt_ids, num_rounds), shards)]
     goal = float("inf") if tokens is None else tokens
+    rebuilt = rebuild_shards(target, records_to_rebuild(
+        shards, goal=goal, cached_tokens=lambda p: shard_info(p)["answer_tokens"],
+        records=records), save=_save, progress=progress)
+    cached = sum(shard_info(p)["answer_tokens"] for p, _ in shards if p.exists())
     made, rows_done, started, cpu_started = 0, 0, time.perf_counter(), time.process_time()
     waiting = {}  # path -> [example or None]: the shards in flight
     bar = tqdm(total=None if tokens is None else max(0, tokens - cached), unit="tok",
@@ -149,7 +179,9 @@ def build(target, prompt_ids: list, *, tokens: int | None, num_rounds: int, max_
             bar.set_postfix(tok_s=f"{made / (time.perf_counter() - started):.0f}")
             waiting[path][i] = example
             if all(e is not None for e in waiting[path]):
-                _save(path, waiting.pop(path))
+                examples = waiting.pop(path)
+                _save(path, examples)
+                write_answers(path, examples, settings[path], records)
     except KeyboardInterrupt:
         print("stopped: the shards in flight are lost, every finished one is kept",
               file=sys.stderr)
@@ -168,7 +200,8 @@ def build(target, prompt_ids: list, *, tokens: int | None, num_rounds: int, max_
               "positions_cached": sum(i["positions"] for i in infos),
               "shards": len(paths), "shards_in_plan": len(steps),
               "disk_bytes": sum(p.stat().st_size for p in paths),
-              "answer_tokens_made": made, "seconds": round(seconds, 1),
+              "answer_tokens_rebuilt": rebuilt, "answer_tokens_made": made,
+              "seconds": round(seconds, 1),
               "tokens_per_second": round(made / seconds, 1) if seconds and made else None,
               "tokens_per_cpu_minute": round(60 * made / cpu) if cpu and made else None,
               "rows": rows, "max_new_tokens": max_new_tokens, "prompts": len(prompt_ids)}
@@ -208,20 +241,6 @@ def generate_with_features(target, prompts: list, *, max_new_tokens: int, temper
     return [out[i] for i in range(len(prompts))]
 
 
-def prompt_pool(target, tokenizer, self_prompts: int, *, seed: int = 0, rows: int = 64) -> list:
-    """Chat-formatted ids of the human-written train prompts, then of `self_prompts` prompts
-    the target wrote (none near an eval prompt); the eval prompts never enter."""
-    from ..models.data import load_prompts
-    from ..models.loading import chat_ids
-    from .prompts import self_written
-
-    human = [p["prompt"] for p in load_prompts("train")]
-    written = self_written(target, tokenizer, self_prompts, seed=seed, rows=rows, known=human,
-                           exclude=[p["prompt"] for p in load_prompts("eval")]) \
-        if self_prompts else []
-    return [chat_ids(tokenizer, text)[0].tolist() for text in human + written]
-
-
 def add_data_arguments(parser, batch_flags=("--data-batch-size",)) -> None:
     """The options that decide which shards hold the data (shared with train_head)."""
     parser.add_argument("--rounds", type=int, default=6,
@@ -251,13 +270,25 @@ def main(argv=None) -> None:
                         help="answer tokens to have cached (shards already made count)")
     add_data_arguments(parser, ("--batch-size", "--data-batch-size"))
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--export", action="store_true",
+                        help="generate nothing: write the token records of the plan's finished "
+                             "cached shards and the target's cached replies (self-written "
+                             "prompts) into data/head-data/ ($SPECNB_HEAD_RECORDS)")
     args = parser.parse_args(argv)
     if args.tokens < 1:
         parser.error(f"--tokens must be >= 1, got {args.tokens}")
     check_data_arguments(parser, args, "--batch-size")
     target, tokenizer = load_model()
     pool = prompt_pool(target, tokenizer, args.self_prompts, seed=args.seed,
-                       rows=args.data_batch_size)
+                       rows=args.data_batch_size, generate=not args.export)
+    if args.export:
+        print(json.dumps(export(plan_shards(pool, args.rounds, args.max_new_tokens, args.seed)),
+                         indent=1))
+        written = len(pool) - len(load_prompts("train"))
+        if written < args.self_prompts:  # no replies for the rest: their shards cannot exist
+            print(f"{written} of {args.self_prompts} self-written prompts are in the replies "
+                  f"kept: shards of later prompts were not looked for", file=sys.stderr)
+        return
     paths, record = build(target, pool, tokens=args.tokens, num_rounds=args.rounds,
                           max_new_tokens=args.max_new_tokens, eos_id=tokenizer.eos_token_id,
                           seed=args.seed, rows=args.data_batch_size)

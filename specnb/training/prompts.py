@@ -11,7 +11,10 @@ close to an eval prompt is dropped: one that shares an 8-word window with one, o
 content words one holds.
 
 Raw replies are cached in chunks of CHUNK requests under ~/.cache/specnb/self-prompts/, so a
-larger count reuses every chunk made. It does not answer the prompts (`head_data` does).
+larger count reuses every chunk made, and kept in the repository, data/head-data/self-prompts/
+(`head_records.records_dir()`), so a new machine reuses them too. `prompt_pool` lists the
+plan's prompts: the human ones, then these, chat-formatted. It does not answer them (`head_data`
+does).
 """
 
 import hashlib
@@ -22,6 +25,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..models.loading import cache_dir
+from .head_records import records_dir, write_atomic
 from .slots import generate_stream
 
 TEMPLATES = (
@@ -123,23 +127,34 @@ def requests(start: int, stop: int) -> list:
             for k in range(start, stop)]
 
 
+def chunk_key(seed: int, max_new_tokens: int) -> str:
+    """The folder name of the replies, a hash of everything that decides them."""
+    return hashlib.sha256(json.dumps([TEMPLATES, TOPICS, TEMPERATURE, seed, max_new_tokens,
+                                      CHUNK]).encode()).hexdigest()[:12]
+
+
 def self_written(target, tokenizer, count: int, *, exclude: list, known: list = (),
                  seed: int = 0, rows: int = 64, max_new_tokens: int = 120,
-                 max_chunks: int | None = None) -> list:
-    """`count` cleaned user turns written by the target (fewer if `max_chunks` runs out)."""
+                 max_chunks: int | None = None, generate: bool = True) -> list:
+    """`count` cleaned user turns written by the target (fewer if `max_chunks` runs out, or
+    with `generate=False` at the first chunk of replies neither cached nor kept in the repo)."""
     from ..models.loading import chat_ids
 
     if not isinstance(count, int) or count < 0:
         raise ValueError(f"count must be an int >= 0, got {count!r}")
-    key = hashlib.sha256(json.dumps([TEMPLATES, TOPICS, TEMPERATURE, seed, max_new_tokens, CHUNK]).encode())
-    folder = cache_dir() / "self-prompts" / key.hexdigest()[:12]
+    folder = cache_dir() / "self-prompts" / chunk_key(seed, max_new_tokens)
+    kept_folder = records_dir() / "self-prompts" / folder.name
     folder.mkdir(parents=True, exist_ok=True)
     max_chunks = max_chunks or 4 * (count // CHUNK + 1)
     replies, chunk, kept = [], 0, 0
     bar = tqdm(total=count, desc="prompts written by the target", unit="prompt",
                disable=count == 0)
     while kept < count and chunk < max_chunks:
-        path = folder / f"chunk{chunk}.json"
+        path, kept_copy = folder / f"chunk{chunk}.json", kept_folder / f"chunk{chunk}.json"
+        if not path.exists() and kept_copy.exists():
+            write_atomic(path, kept_copy.read_bytes())
+        if not path.exists() and not generate:
+            break
         if not path.exists():
             jobs = [(k, chat_ids(tokenizer, text)[0].tolist(), TEMPERATURE,
                      torch.Generator(device=target.device).manual_seed(seed * 1_000_003 + k))
@@ -151,12 +166,26 @@ def self_written(target, tokenizer, count: int, *, exclude: list, known: list = 
                 columns=max(len(j[1]) for j in jobs) + max_new_tokens))
             texts = [tokenizer.decode(out[k]["ids"][out[k]["answer_start"]:],
                                       skip_special_tokens=True) for k, *_ in jobs]
-            partial = path.with_suffix(".partial")
-            partial.write_text(json.dumps(texts))
-            partial.rename(path)
+            write_atomic(path, json.dumps(texts).encode())
+        if not kept_copy.exists():
+            write_atomic(kept_copy, path.read_bytes())
         replies += json.loads(path.read_text())
         chunk += 1
         bar.update(len(select(replies, count, exclude, known)) - kept)
         kept = bar.n
     bar.close()
     return select(replies, count, exclude, known)
+
+
+def prompt_pool(target, tokenizer, self_prompts: int, *, seed: int = 0, rows: int = 64,
+                generate: bool = True) -> list:
+    """Chat-formatted ids of the human-written train prompts, then of `self_prompts` prompts
+    the target wrote (none near an eval prompt; `generate=False`: only from replies kept)."""
+    from ..models.data import load_prompts
+    from ..models.loading import chat_ids
+
+    human = [p["prompt"] for p in load_prompts("train")]
+    written = self_written(target, tokenizer, self_prompts, seed=seed, rows=rows, known=human,
+                           exclude=[p["prompt"] for p in load_prompts("eval")],
+                           generate=generate) if self_prompts else []
+    return [chat_ids(tokenizer, text)[0].tolist() for text in human + written]
