@@ -39,6 +39,7 @@ from ..drafters import FeatureDrafter, ModelDrafter
 from ..methods import autoregressive, jacobi, prompt_lookup, speculative
 from ..methods.schedules import CostAwareGamma
 from ..models.data import DATA_DIR, GROUPS, load_prompts
+from ..models.fast_path import cpu_identity
 from ..models.loading import as_device, chat_ids
 from ..models.pairs import load_embedded_head, load_pair
 from ..theory import estimate_alpha, estimate_cost_ratio, predicted_speedup
@@ -265,9 +266,11 @@ def run(args, pair=None, progress: bool = True) -> dict:
             rows.append(row)
             bar.update()
     bar.close()
+    cpu = cpu_identity()  # the host CPU, named in every record (also beside a GPU)
     return {"settings": {k: v for k, v in vars(args).items() if k != "out"},
             "device": torch.cuda.get_device_name(device) if device.type == "cuda"
-            else f"CPU {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads",
+            else f"CPU {cpu['name']} [{cpu['isa']}], {torch.get_num_threads()} threads",
+            "cpu": cpu,
             "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                          "python": platform.python_version()},
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

@@ -54,6 +54,7 @@ class Clocks:
         self.calls = collections.Counter()
         self.syncs = collections.Counter()
         self.depth = 0  # sections nest (verify inside the loop); time only the outermost
+        self.muted = False  # inside `to_host`: its reads are one synchronization, counted once
 
     def wrap(self, name: str, function):
         def timed(*args, **kwargs):
@@ -73,6 +74,8 @@ class Clocks:
         clocks = self
 
         def counted(tensor, *args, **kwargs):
+            if clocks.muted:
+                return original(tensor, *args, **kwargs)
             frame = sys._getframe(1)
             while frame is not None and not frame.f_code.co_filename.startswith(SPECNB_ROOT):
                 frame = frame.f_back
@@ -82,6 +85,17 @@ class Clocks:
             return original(tensor, *args, **kwargs)
         return counted
 
+    def count_host_reads(self, to_host):
+        """`to_host` copies every tensor, then waits once: one sync, whatever it reads."""
+        def counted(**tensors):
+            self.syncs["specnb/core/host.py to_host (one wait for all its tensors)"] += 1
+            self.muted = True
+            try:
+                return to_host(**tensors)
+            finally:
+                self.muted = False
+        return counted
+
 
 @contextlib.contextmanager
 def instrumented(drafter, count_syncs: bool):
@@ -89,6 +103,7 @@ def instrumented(drafter, count_syncs: bool):
     about 1 ms per iteration itself, so timed runs do not count) for the duration."""
     clocks = Clocks()
     speculative_module = sys.modules[speculate.__module__]  # the loop's module: its globals
+    run_module = sys.modules[Run.__module__]
     targets = [  # (owner, attribute, section)
         (Run, "draft_budget", "budget"), (Run, "record", "record"),
         (Run, "drop_finished", "drop"), (BatchOutput, "extend", "emit"),
@@ -106,6 +121,9 @@ def instrumented(drafter, count_syncs: bool):
         for method in SYNC_METHODS if count_syncs else ():
             originals.append((torch.Tensor, method, getattr(torch.Tensor, method)))
             setattr(torch.Tensor, method, clocks.count_sync(method, getattr(torch.Tensor, method)))
+        if count_syncs:
+            originals.append((run_module, "to_host", run_module.to_host))
+            run_module.to_host = clocks.count_host_reads(run_module.to_host)
         yield clocks
     finally:
         BatchedCachedLM.forward = forward

@@ -5,6 +5,9 @@
     FeatureDrafter(head)         a one-layer head reading the target's hidden states (EAGLE-3)
     NoDrafter()                  proposes nothing: the loop becomes autoregressive decoding
 
+The two that draw from a law q take `stop_below=` (e.g. 0.4): a row stops drafting after a
+token its draft doubts (`Drafter.stops`), which saves draft forwards and checking width.
+
 What goes here: what proposes tokens, built on `specnb.core` only. What does not: the loop that
 verifies them (`specnb.methods`), loading or training the models behind them (`specnb.models`,
 `specnb.training`).

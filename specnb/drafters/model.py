@@ -8,7 +8,9 @@ drafts that were fed are rolled back, row by row.
     iteration:  feed unseen -> d1, feed d1 -> d2, ..., feed d(K-1) -> dK   (K forwards)
     after:      row kept a drafts: roll back (K-1) - min(a, K-1); unseen = [dK if a = K] + next
 
-It does not verify and does not decide K: the loop does.
+`ModelDrafter(model, stop_below=0.4)` stops a row's drafting after a token the draft gives less
+than 0.4 (`Drafter.stops`), as transformers' assistant does. It does not verify and does not
+decide K: the loop does.
 """
 
 
