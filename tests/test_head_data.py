@@ -4,7 +4,7 @@ batch, shards resume and survive added prompts, and self-written prompts are cle
 
 import pytest
 import torch
-from tiny_models import tiny_llama
+from tiny_models import random_prompts, tiny_llama
 
 from specnb.training import head_data, head_records, prompts
 from specnb.training.slots import generate_stream
@@ -16,12 +16,6 @@ LAYERS = (0, 1, 2)  # entering layers 0 and 1, and the final normed state (2 lay
 @pytest.fixture(scope="module")
 def target():
     return tiny_llama(1, eos_token_id=EOS)
-
-
-def random_prompts(count, seed=0, longest=12):
-    generator = torch.Generator().manual_seed(seed)
-    lengths = torch.randint(1, longest, (count,), generator=generator).tolist()
-    return [torch.randint(6, 96, (n,), generator=generator).tolist() for n in lengths]
 
 
 def test_greedy_rows_equal_generate_and_features_equal_a_teacher_forced_forward(target):

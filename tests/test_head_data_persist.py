@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from tiny_models import tiny_llama
+from tiny_models import random_prompts, tiny_llama
 
 from specnb.training import head_data, head_records, prompts
 
@@ -21,12 +21,6 @@ SETTINGS = dict(num_rounds=2, max_new_tokens=10, eos_id=EOS, rows=16, layers=LAY
 @pytest.fixture(scope="module")
 def target():
     return tiny_llama(1, eos_token_id=EOS)
-
-
-def random_prompts(count, seed=0, longest=12):
-    generator = torch.Generator().manual_seed(seed)
-    lengths = torch.randint(1, longest, (count,), generator=generator).tolist()
-    return [torch.randint(6, 96, (n,), generator=generator).tolist() for n in lengths]
 
 
 ROWS = random_prompts(head_data.SHARD_SIZE + 6, seed=7)  # 2 blocks × 2 rounds: 4 shards

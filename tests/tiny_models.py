@@ -71,3 +71,10 @@ def _logits_to_caller_device(model, args, kwargs, output):
     if caller is not None and getattr(output, "logits", None) is not None:
         output.logits = output.logits.to(caller)
     return output
+
+
+def random_prompts(count, seed=0, longest=12):
+    """`count` prompts of 1..longest-1 ids in [6, 96) (clear of the tiny models' EOS 5)."""
+    generator = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(1, longest, (count,), generator=generator).tolist()
+    return [torch.randint(6, 96, (n,), generator=generator).tolist() for n in lengths]

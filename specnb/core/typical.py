@@ -37,13 +37,13 @@ def typical_threshold(target_probs: torch.Tensor, posterior_threshold: float = P
 
 
 def typical_verify(target_probs, draft_probs, draft_token_ids, bonus_token_ids, *,
-                   num_drafts=None, generator=None, check=True, greedy=False,
+                   num_drafts=None, generator=None, check=True,
                    posterior_threshold=POSTERIOR_THRESHOLD,
                    posterior_alpha=POSTERIOR_ALPHA) -> Verdict:
     """Typical acceptance of `[B, γ]` drafts; same arguments and result as `verify`.
 
     Example (γ = 3): p(x1), p(x2) above the bar, p(x3) below -> [x1, x2, argmax p3, -1].
-    `generator` and `greedy` are accepted for a common signature; nothing here is random.
+    `generator` is accepted for a common signature; nothing here is random.
     """
     check_typical_parameters(posterior_threshold, posterior_alpha)
     if check:

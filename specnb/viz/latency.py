@@ -74,9 +74,13 @@ def plot_checking_cost(record: dict) -> Figure:
 
 
 def _token_count_axis(axes, counts) -> None:
-    """The x axis of every latency panel: k on a log-2 scale, one tick per measured k."""
+    """The x axis of every latency panel: k on a log-2 scale, a tick per measured k up to 8 and
+    at the powers of two beyond (k = 9..16 one by one would overlap on a log axis)."""
     axes.set_xscale("log", base=2)
-    axes.set_xticks(counts, [str(k) for k in counts])
+    ticks = [k for k in counts if k <= 8 or k & (k - 1) == 0 or k == counts[-1]]
+    axes.set_xticks(ticks, [str(k) for k in ticks])
+    axes.set_xticks([k for k in counts if k not in ticks], minor=True)
+    axes.xaxis.set_minor_formatter(plt.NullFormatter())
     axes.set_xlabel("new tokens scored in one forward, k")
     axes.grid(True, which="both", alpha=0.3)
 
