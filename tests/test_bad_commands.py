@@ -16,6 +16,7 @@ from types import SimpleNamespace
 import pytest
 
 from specnb.bench import compare as bench
+from specnb.bench import overhead
 from specnb.course import assignments
 from specnb.training import head_data, train_draft, train_head
 
@@ -24,7 +25,7 @@ FOLDER = HERE.parent  # an existing folder holding no notebooks and no saved mod
 UNDER_A_FILE = str(HERE / "x" / "out.json")
 SUBMISSION = Path(assignments.SOURCE_DIR) / "03_ngram_lookup.ipynb"
 MODULES = {"bench": bench, "train_draft": train_draft, "train_head": train_head,
-           "head_data": head_data,
+           "head_data": head_data, "overhead": overhead,
            "assignments": assignments}
 
 ROWS = [
@@ -38,6 +39,12 @@ ROWS = [
     ("bench", ["--prompts", "-1"], "--prompts must be >= 0"),
     ("bench", ["--temperature", "-1"], "--temperature"),
     ("bench", ["--temperature", "nan"], "--temperature"),
+    ("bench", ["--stop-below", "1.5"], "--stop-below must be a probability in [0, 1]"),
+    # overhead
+    ("overhead", ["--gammas", "0"], "--gammas must be >= 1"),
+    ("overhead", ["--prompts", "0"], "--prompts must be >= 1"),
+    ("overhead", ["--max-new-tokens", "0"], "--max-new-tokens must be >= 1"),
+    ("overhead", ["--out", UNDER_A_FILE], "cannot write there"),
     ("bench", ["--temperature", "inf"], "--temperature"),
     ("bench", ["--gammas", "0", "2"], "--gammas takes integers >= 1"),
     ("bench", ["--gammas"], "expected at least one argument"),
@@ -124,7 +131,8 @@ def tripwires(monkeypatch):
     """Loading a model, running a benchmark or grading fails the test: nothing may start."""
     def tripwire(*args, **kwargs):
         raise AssertionError("work started before the command line was checked")
-    for module, names in ((bench, ["load_pair", "run"]), (train_draft, ["load_model"]),
+    for module, names in ((bench, ["load_pair", "run"]), (overhead, ["load_pair", "profile"]),
+                          (train_draft, ["load_model"]),
                           (train_head, ["load_model"]), (head_data, ["load_model"]),
                           (assignments, ["release", "grade", "grade_notebook"])):
         for name in names:

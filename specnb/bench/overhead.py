@@ -31,6 +31,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
+from ..core.args import check_out_file
 from ..core.batch_kv import BatchedCachedLM
 from ..drafters import Drafter, NoDrafter
 from ..methods import autoregressive, speculative
@@ -209,6 +210,8 @@ def main(argv=None) -> dict:
             parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if any(g < 1 for g in args.gammas):
         parser.error(f"--gammas must be >= 1 (autoregressive is always run), got {args.gammas}")
+    if args.out is not None:
+        check_out_file(parser, "--out", args.out)
     target, drafter, tokenizer = load_pair(args.pair)
     if not isinstance(drafter, Drafter):
         drafter = as_drafter(target, drafter)
