@@ -40,3 +40,18 @@ def test_host_reads_are_counted_by_site_and_to_host_once(pair):
     assert syncs["specnb/core/host.py to_host (one wait for all its tensors)"] == 1.0
     assert not any(site.startswith("specnb/core/host.py:") for site in syncs)
     assert any("rollback .tolist" in site for site in syncs)
+
+
+def test_profiling_keeps_the_loop_s_greedy_verification(pair, monkeypatch):
+    """The clocks wrap the rule `generate` chose (the greedy one at T = 0), not the module's
+    `verify`, which `generate` would then no longer recognise: no race may run."""
+    import importlib
+
+    verify_module = importlib.import_module("specnb.core.verify")  # the module, not the function
+
+    def no_race(*args, **kwargs):
+        raise AssertionError("greedy verification drew the exponential race")
+    monkeypatch.setattr(verify_module, "sample", no_race)
+    target, drafter = pair
+    run = overhead.profile(target, drafter, [[3, 4, 5, 6]], gamma=2, max_new_tokens=8)
+    assert run["sections_ms"]["verify"] > 0
