@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from specnb.core import check_temperature, draw, logits_to_probs, sample
+from specnb.core.sampler import greedy_tokens
 from specnb.stats import SIGNIFICANCE, binomial_tolerance, chi2_pvalue, equal_mass_bins
 
 NUM_DRAWS = 20_000
@@ -144,6 +145,19 @@ def test_logits_to_probs_temperature_zero_is_one_hot_argmax():
     probs = logits_to_probs(logits, 0)
     assert probs.tolist() == [[0, 1, 0, 0], [1, 0, 0, 0], [0, 0, 1, 0]]
     assert probs.dtype == torch.float32
+
+
+def test_greedy_tokens_are_the_argmax_drawn_from_the_one_hot():
+    """The drafters' greedy shortcut gives the tokens of the long way, -1 included for rows
+    with no distribution (NaN, +inf, all -inf), and ties go to the first index in both."""
+    inf, nan = float("inf"), float("nan")
+    logits = torch.cat([torch.randn(64, 50, generator=torch.Generator().manual_seed(0)),
+                        torch.tensor([[-5.0, -6.0] + [-9.0] * 48, [1.0] * 50,
+                                      [0.0, nan] + [0.0] * 48, [0.0, inf] + [0.0] * 48,
+                                      [-inf] * 50])])
+    expected = draw(logits_to_probs(logits, 0, check=False), 0, check=False)
+    assert torch.equal(greedy_tokens(logits), expected)
+    assert expected[-5:].tolist() == [0, 0, -1, -1, -1]
 
 
 def test_temperature_changes_sharpness():

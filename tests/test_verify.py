@@ -59,9 +59,12 @@ def test_greedy_flag_gives_the_race_winner_without_drawing(seed):
     draft_probs = torch.rand(batch, gamma, vocab, generator=g).softmax(-1)
     draft_ids = torch.randint(0, vocab, (batch, gamma), generator=g)
     bonus = torch.randint(0, vocab, (batch, 1), generator=g)
-    raced, greedy = (verify(target_probs, draft_probs, draft_ids, bonus, check=True, greedy=flag,
-                            generator=torch.Generator().manual_seed(seed)) for flag in (False, True))
-    assert torch.equal(raced.tokens, greedy.tokens) and (raced.num_accepted < gamma).any()
+    for q in (draft_probs, None):  # a draft law, or a deterministic proposal
+        raced, greedy = (verify(target_probs, q, draft_ids, bonus, check=True, greedy=flag,
+                                generator=torch.Generator().manual_seed(seed))
+                         for flag in (False, True))
+        assert torch.equal(raced.tokens, greedy.tokens) and (raced.num_accepted < gamma).any()
+        assert torch.equal(raced.coin_accepts, greedy.coin_accepts)
     soft = torch.rand(batch, gamma, vocab, generator=g).softmax(-1)
     raced, greedy = (verify(soft, draft_probs, draft_ids, bonus, greedy=flag,
                             generator=torch.Generator().manual_seed(seed)) for flag in (False, True))

@@ -67,6 +67,13 @@ def logits_to_probs(logits: torch.Tensor, temperature: float, *, check=None) -> 
     return torch.softmax(shifted / min(max(temperature, T_MIN), T_MAX), dim=-1)
 
 
+def greedy_tokens(logits: torch.Tensor) -> torch.Tensor:
+    """`[A, V]` logits -> `[A]`: the argmax, -1 for a row with no distribution (a NaN, a +inf,
+    all -inf). The same tokens as `draw(logits_to_probs(logits, 0), 0)`, without the one-hot."""
+    usable = torch.isfinite(logits.amax(dim=-1))
+    return torch.where(usable, logits.argmax(dim=-1), -1)
+
+
 def sample(probs: torch.Tensor, *, generator: torch.Generator | None = None,
            check: bool = True) -> torch.Tensor:
     """Sample one token per row: `[B, V]` probabilities -> `[B]` int64 ids.

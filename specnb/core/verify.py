@@ -73,8 +73,9 @@ def verify(target_probs, draft_probs, draft_token_ids, bonus_token_ids, *, num_d
 
     `check=True` validates shapes, ids and probabilities first (a few host reads); the decoding
     loop, whose inputs it built itself, passes `check=False` to stay free of host syncs.
-    `greedy=True` says p is one-hot (temperature 0): the residual then has one positive entry
-    (or is p itself), so its argmax *is* the race's winner, found without drawing V exponentials.
+    `greedy=True` says p is one-hot (temperature 0): every coin is then decided (min(1, p/q) is
+    0 or 1) and the residual has one positive entry (or is p itself), the argmax of p, which
+    *is* the race's winner: nothing is drawn, and no V-wide residual is built.
     """
     if check:
         _check_inputs(target_probs, draft_probs, draft_token_ids, bonus_token_ids, num_drafts)
@@ -86,8 +87,10 @@ def verify(target_probs, draft_probs, draft_token_ids, bonus_token_ids, *, num_d
     num_drafts, p_of_draft, q_of_draft = draft_probabilities(target_probs, draft_probs,
                                                              draft_token_ids, num_drafts)
     accept_probs = accept_probability(p_of_draft, q_of_draft)  # [B, γ]
-    uniforms = torch.rand(batch, gamma, device=device, generator=generator)
-    coin_accepts = uniforms < accept_probs
+    if greedy:  # p(x) is 0 or 1 and so is min(1, p/q): the coin is decided, nothing is drawn
+        coin_accepts = accept_probs > 0
+    else:
+        coin_accepts = torch.rand(batch, gamma, device=device, generator=generator) < accept_probs
     num_accepted = leading_accepted(coin_accepts, num_drafts)  # [B]
 
     # Residual at the first rejected position only: one [B, V] row per sequence.
@@ -95,14 +98,15 @@ def verify(target_probs, draft_probs, draft_token_ids, bonus_token_ids, *, num_d
         first_rejected = num_accepted.clamp(max=gamma - 1)
         row = first_rejected.view(batch, 1, 1).expand(batch, 1, vocab)
         p_row = target_probs.gather(1, row).squeeze(1)  # [B, V]
-        if draft_probs is None:
-            q_row = torch.zeros_like(p_row).scatter_(
-                -1, draft_token_ids.gather(1, first_rejected.unsqueeze(1)), 1.0)
+        if greedy:  # p one-hot at t: (p − q)+ is positive at t alone, or else zero (then p)
+            resampled = draw(p_row, 0.0, check=False)
         else:
-            q_row = draft_probs.gather(1, row).squeeze(1)
-        weights = residual_weights(p_row, q_row)  # [B, V]
-        resampled = draw(weights, 0.0, check=False) if greedy else \
-            sample(weights, generator=generator, check=False)
+            if draft_probs is None:
+                q_row = torch.zeros_like(p_row).scatter_(
+                    -1, draft_token_ids.gather(1, first_rejected.unsqueeze(1)), 1.0)
+            else:
+                q_row = draft_probs.gather(1, row).squeeze(1)
+            resampled = sample(residual_weights(p_row, q_row), generator=generator, check=False)
     else:
         resampled = bonus_token_ids.view(batch)
 

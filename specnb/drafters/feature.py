@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from ..core.batch_kv import BatchedCachedLM
-from ..core.sampler import draw, logits_to_probs
+from ..core.sampler import draw, greedy_tokens, logits_to_probs
 from .base import Drafter, Proposal, Step, check_stop_below
 from .head import FeatureHead, HeadConfig
 
@@ -143,11 +143,15 @@ class FeatureDrafter(Drafter):
                                       hidden=hidden.unsqueeze(1).to(self.head.fc.weight.dtype))
                 hidden = self.lm.model_output.hidden[:, -1]
                 logits = out[:, -1]
-            q = logits_to_probs(logits, temperature)  # [A, Vd]
-            drawn = draw(q, temperature, generator=generator, check=False)  # -1: a NaN row
+            if temperature == 0:  # the argmax; q is its one-hot, never built (nor sent)
+                q, drawn = None, greedy_tokens(logits)  # -1: a NaN row
+            else:
+                q = logits_to_probs(logits, temperature)  # [A, Vd]
+                drawn = draw(q, temperature, generator=generator, check=False)
+                # q over the target's vocabulary: zero outside the draft vocabulary.
+                probs.append(q.new_zeros(rows, vocab).scatter_(
+                    1, draft_to_target.expand(rows, -1), q))
             ids.append(torch.where(drawn >= 0, draft_to_target[drawn.clamp_min(0)], -1))
-            # q over the target's vocabulary: zero outside the draft vocabulary.
-            probs.append(q.new_zeros(rows, vocab).scatter_(1, draft_to_target.expand(rows, -1), q))
             num_drafts += (~stopped & (j < max_drafts)).long()  # nothing after a stop counts
             stopped |= self.stops(ids[-1], drawn, self.eos, q=q, logits=logits,
                                   temperature=temperature)
@@ -160,7 +164,7 @@ class FeatureDrafter(Drafter):
             return Proposal(torch.zeros(rows, 0, dtype=torch.long, device=device),
                             torch.zeros(rows, dtype=torch.long, device=device),
                             torch.zeros(rows, 0, vocab, device=device))
-        return Proposal(torch.stack(ids, 1), num_drafts, torch.stack(probs, 1))
+        return Proposal(torch.stack(ids, 1), num_drafts, torch.stack(probs, 1) if probs else None)
 
     def update(self, step: Step) -> None:
         if self.own_entries:

@@ -17,7 +17,7 @@ decide K: the loop does.
 import torch
 
 from ..core.batch_kv import BatchedCachedLM
-from ..core.sampler import draw, logits_to_probs
+from ..core.sampler import draw, greedy_tokens, logits_to_probs
 from .base import Drafter, Proposal, Step, check_stop_below
 
 def pad_token_id(model) -> int:
@@ -87,11 +87,17 @@ class ModelDrafter(Drafter):
             # never counted, verified nor emitted).
             if j + 1 < width and self.lm.device.type == "cpu" and bool(stopped.all()):
                 break
-        return Proposal(torch.stack(ids, 1), num_drafts, torch.stack(probs, 1))
+        # A greedy draft is certain (q one-hot): no law goes to `verify`, which then builds
+        # nothing V-wide for it.
+        return Proposal(torch.stack(ids, 1), num_drafts,
+                        None if probs[0] is None else torch.stack(probs, 1))
 
     def draft_step(self, logits, temperature, generator):
         """One draft position: the draft's law q `[A, V]` from its logits, and a token from q
-        `[A]` (the argmax at T = 0). A drafter with another q overrides only this."""
+        `[A]`; at T = 0 the argmax and q = None (its one-hot, never built). A drafter with
+        another q overrides only this."""
+        if temperature == 0:
+            return None, greedy_tokens(logits)
         probs = logits_to_probs(logits, temperature)
         return probs, draw(probs, temperature, generator=generator, check=False)
 
