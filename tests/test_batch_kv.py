@@ -115,3 +115,64 @@ def test_distinct_prompts_or_a_filled_cache_are_not_shared(model):
     assert lm._shared_prompts([[1, 2], [1, 2]], {"features": None}) is None  # per-row inputs
     lm.prefill([[1, 2], [1, 2]])
     assert lm._shared_prompts([[4], [4]], {}) is None  # the cache already holds rows
+
+
+def random_tree(nodes, g):
+    """Chunk parents [T]: column 0 continues the cache, every later one hangs below an
+    earlier column."""
+    return [-1] + [int(torch.randint(0, t, (1,), generator=g)) for t in range(1, nodes)]
+
+
+def branch(tree, tokens, column):
+    """The tokens from the chunk's first column down to `column`."""
+    out = []
+    while column >= 0:
+        out.append(tokens[column])
+        column = tree[column]
+    return out[::-1]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_tree_chunk_scores_every_branch_as_if_fed_alone(model, seed):
+    g = torch.Generator().manual_seed(seed)
+    prompts = [[5, 6, 7], [8], [9, 10, 11, 12, 13, 14]]
+    lm = BatchedCachedLM(model)
+    lm.fill(prompts)
+    lm.rollback(torch.tensor([0, 0, 2]))  # holes in a row's cache must stay unseen
+    prompts[2] = prompts[2][:-2]
+    trees = [random_tree(6, g) for _ in prompts]
+    tokens = torch.randint(1, VOCAB, (3, 6), generator=g)
+    logits = lm.forward(tokens, tree=torch.tensor(trees))
+    for row, prompt in enumerate(prompts):
+        for column in range(6):
+            sequence = prompt + branch(trees[row], tokens[row].tolist(), column)
+            torch.testing.assert_close(logits[row, column], last_logits_alone(model, sequence),
+                                       atol=ATOL, rtol=0)
+
+
+def test_keep_only_leaves_the_cache_of_the_kept_branch(model):
+    """After a tree chunk and `keep_only`, the next forward sees the prompt and the kept branch
+    alone, at the right positions, as a chain would."""
+    g = torch.Generator().manual_seed(7)
+    prompts = [[5, 6, 7], [8, 9]]
+    lm = BatchedCachedLM(model)
+    lm.fill(prompts)
+    trees = torch.tensor([[-1, 0, 0, 2, 1], [-1, -1, 1, 2, 0]])
+    tokens = torch.randint(1, VOCAB, (2, 5), generator=g)
+    lm.forward(tokens, tree=trees)
+    kept = torch.tensor([[True, False, True, True, False],  # columns 0 -> 2 -> 3
+                         [False, True, True, False, False]])  # 1 -> 2 (column 0 not kept)
+    lm.keep_only(kept)
+    sequences = [prompts[0] + tokens[0, [0, 2, 3]].tolist(), prompts[1] + tokens[1, [1, 2]].tolist()]
+    assert lm.lengths.tolist() == [len(s) for s in sequences]
+    nxt = torch.tensor([[3], [4]])
+    logits = lm.forward(nxt)[:, -1]
+    assert_rows_match(model, lm, [s + [int(t)] for s, t in zip(sequences, nxt[:, 0])], logits)
+
+
+def test_a_bad_tree_is_refused_before_the_forward(model):
+    lm = BatchedCachedLM(model)
+    lm.fill([[5, 6, 7]])
+    with pytest.raises(ValueError, match=r"parents\[0, 1\] = 1 is not an earlier node"):
+        lm.forward(torch.tensor([[3, 4]]), tree=torch.tensor([[-1, 1]]))
+    assert lm.num_forwards == 1

@@ -25,6 +25,7 @@ import torch
 from transformers import DynamicCache
 
 from .timed import TimedModel, crop_cache
+from .tree import check_parents, tree_ancestors, tree_depths
 
 # Compact when the cache has this many more slots than its longest row (holes from rollbacks).
 MAX_HOLES = 64
@@ -113,13 +114,18 @@ class BatchedCachedLM(TimedModel):
 
     @torch.inference_mode()
     def forward(self, new_ids, new_valid=None, keep: int | None = None,
-                keep_columns=None, **model_inputs) -> torch.Tensor:
+                keep_columns=None, tree=None, **model_inputs) -> torch.Tensor:
         """Append `new_ids [B, T]` (padding where `new_valid` is False); return logits.
 
         Logits are `[B, keep, V]` for the last `keep` columns (all T when keep is None), or for
         the given `keep_columns`. Put padding on the left of a chunk to read every row's last
         real token at column -1. `model_inputs` go to the model as they are (a draft head's
         features, for example).
+
+        `tree [B, T]`: the chunk is a token tree (`specnb.core.tree`), `tree[b, t]` the column
+        of token t's parent in the chunk or -1 (it continues the cache). Each token then sees
+        the cache, its ancestors and itself, at position length + depth - 1, so every branch
+        is scored as if fed alone; `keep_only` afterwards keeps one branch.
         """
         batch, width = new_ids.shape
         if new_valid is None:
@@ -130,9 +136,12 @@ class BatchedCachedLM(TimedModel):
         if self.valid.shape[0] != batch:
             raise ValueError(f"new_ids has {batch} rows but the cache holds {self.valid.shape[0]}; "
                              f"use select_rows to drop finished rows first")
-        # Each real token's position is its row's count of real tokens before it.
-        positions = (self.lengths.unsqueeze(1) + new_valid.long().cumsum(1) - 1).clamp_min(0)
-        attention_mask = torch.cat([self.valid, new_valid], dim=1).long()
+        if tree is None:
+            # Each real token's position is its row's count of real tokens before it.
+            positions = (self.lengths.unsqueeze(1) + new_valid.long().cumsum(1) - 1).clamp_min(0)
+            attention_mask = torch.cat([self.valid, new_valid], dim=1).long()
+        else:
+            positions, attention_mask = self._tree_inputs(tree, new_valid)
         kwargs = {self._cache_kwarg: self.cache, "use_cache": True, **model_inputs}
         if self.feature_layers:
             kwargs["output_hidden_states"] = True
@@ -159,12 +168,38 @@ class BatchedCachedLM(TimedModel):
             return logits[:, keep_columns]
         return logits if keep is None or self._can_keep else logits[:, -keep:]
 
+    def _tree_inputs(self, tree, new_valid) -> tuple:
+        """Position ids `[B, T]` and the additive 4D mask `[B, 1, T, S + T]` of a tree chunk."""
+        check_parents(tree)
+        seen = tree_ancestors(tree) & new_valid.unsqueeze(1)  # [B, T, T]: ancestors and self
+        positions = self.lengths.unsqueeze(1) + tree_depths(tree) - 1
+        allowed = torch.cat([self.valid.unsqueeze(1).expand(-1, tree.shape[1], -1), seen], 2)
+        dtype = getattr(self.model, "dtype", torch.float32)
+        # Additive, in the model's dtype: eager attention adds a mask to its scores, where a
+        # bool mask would silently count as 1/0; SDPA takes either.
+        mask = torch.zeros(allowed.shape, dtype=dtype, device=self.device).masked_fill_(
+            ~allowed, torch.finfo(dtype).min)
+        return positions, mask.unsqueeze(1)
+
+    def keep_only(self, kept: torch.Tensor) -> None:
+        """After a tree chunk: keep, of the last forward's `T` columns, those where `kept [B, T]`
+        is True (the pending token and the accepted branch; ancestors before descendants)."""
+        width = kept.shape[1]
+        dropped = self.valid[:, -width:] & ~kept
+        self.valid = torch.cat([self.valid[:, :-width], self.valid[:, -width:] & kept], 1)
+        self.lengths = self.lengths - dropped.sum(1)
+        self._tidy()
+
     def rollback(self, num_tokens: torch.Tensor) -> None:
         """Forget the last `num_tokens[b]` real tokens of each row b (its rejected drafts)."""
         # rank_from_end is 1 for a row's last real slot, 2 for the one before, ...
         rank_from_end = self.valid.flip(1).long().cumsum(1).flip(1)
         self.valid = self.valid & (rank_from_end > num_tokens.unsqueeze(1))
         self.lengths = self.lengths - num_tokens
+        self._tidy()
+
+    def _tidy(self) -> None:
+        """Crop the trailing slots no row uses; compact when holes pile up."""
         # Slots up to the last one any row still uses; with the longest row, one host read.
         slot_numbers = torch.arange(1, self.num_slots + 1, device=self.device)
         num_used, longest = torch.stack([(self.valid.any(0) * slot_numbers).max(),

@@ -21,12 +21,17 @@ import torch
 class Proposal:
     """What a drafter proposes for A rows: `token_ids [A, K]`, `num_drafts [A]` (<= K; the
     columns past a row's count are padding) and the draft law `probs [A, K, V]`, or None for a
-    deterministic proposal (q is then the one-hot of each token)."""
+    deterministic proposal (q is then the one-hot of each token).
+
+    `parents [A, K]` makes the proposal a token tree (`specnb.core.tree`): node j continues
+    node `parents[b, j]`, or the pending token (-1). None: a chain, each draft after the last.
+    Siblings are deterministic (probs None) or drawn independently of each other."""
 
     token_ids: torch.Tensor
     num_drafts: torch.Tensor
     probs: torch.Tensor | None = None
     info: list = field(default_factory=list)  # optional per-row notes for the trace
+    parents: torch.Tensor | None = None
 
 
 @dataclass
@@ -36,7 +41,8 @@ class Step:
     `tokens [A, K+1]`: each row's kept drafts then its next token, -1 after; `num_accepted [A]`;
     `emitted`: the same kept tokens on the host (one list per row, cut at EOS and budget);
     `features [A, K+1, L, H]`: the target's hidden states at the fed positions (the pending
-    token, then the drafts), or None when the drafter asked for none; `proposed_width`: K.
+    token, then the drafts; for a tree, the pending token then the accepted branch), or None
+    when the drafter asked for none; `proposed_width`: K.
     """
 
     tokens: torch.Tensor

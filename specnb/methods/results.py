@@ -20,6 +20,7 @@ class DraftedToken:
     accept_prob: float  # min(1, p/q)
     overlap: float  # Σ min(p, q) at this position: the chance that *a* draft token passes
     status: str  # "accepted", "rejected" or "unverified" (after the first rejection)
+    parent: int | None = None  # in a token tree: the node it continues (-1: the pending token)
 
 
 @dataclass

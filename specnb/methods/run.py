@@ -15,6 +15,7 @@ import torch
 
 from ..core.batch_kv import BatchedCachedLM
 from ..core.host import to_host
+from ..core.tree import kept_columns
 from ..drafters.base import Step
 from ..drafters.model import pad_token_id
 from .results import BatchOutput, DraftedToken, EmittedToken, GenerationResult, Iteration, Stats
@@ -38,10 +39,12 @@ class Run:
     """State of one batched generation, from the prompts' fill to the result."""
 
     def __init__(self, target, drafter, prompts, *, max_new_tokens, temperature, generator,
-                 eos_ids, schedule, verify, draft_max_len=None, disable_by_batch_size=None):
+                 eos_ids, schedule, verify, tree_verify=None, draft_max_len=None,
+                 disable_by_batch_size=None):
         self.drafter, self.temperature, self.generator = drafter, temperature, generator
-        # verify: the acceptance rule (exact `verify` or `typical_verify`, parameters bound).
-        self.schedule, self.verify = schedule, verify
+        # verify: the acceptance rule (exact `verify` or `typical_verify`, parameters bound);
+        # tree_verify: the rule for token trees (None: trees are refused).
+        self.schedule, self.verify, self.tree_verify = schedule, verify, tree_verify
         self.draft_max_len, self.disable_by_batch_size = draft_max_len, disable_by_batch_size
         schedule.start(len(prompts))
         self.eos_ids, self.max_new_tokens = eos_ids, max_new_tokens
@@ -90,26 +93,54 @@ class Run:
                   for gamma, r, cap in zip(gammas, self.row_ids, caps)]
         return Budget(gammas, drafts, torch.tensor(drafts, dtype=torch.long, device=self.device))
 
+    def tree_columns(self, proposal) -> torch.Tensor | None:
+        """For a tree proposal, each fed column's parent column in [pending, nodes] (the
+        pending token continues the cache: -1); None for a chain."""
+        if proposal.parents is None:
+            return None
+        if self.tree_verify is None:
+            raise ValueError("token trees are verified by the exact rule only: "
+                             "acceptance='typical' or a plugged acceptance rule checks chains")
+        parents = proposal.parents
+        pending = torch.full((parents.shape[0], 1), -1, dtype=parents.dtype, device=parents.device)
+        return torch.cat([pending, parents.clamp_min(-1) + 1], 1)
+
     def record(self, budget, proposal, verdict, kept, target_probs) -> Step:
         """One host read per step: fill the trace and the stats, and tell the drafter."""
         width = proposal.token_ids.shape[1]
+        tree = proposal.parents is not None
+        # The law each draft was checked against: its parent's column (a chain: the one before).
+        laws = target_probs[:, :width] if not tree or proposal.probs is None else \
+            target_probs.gather(1, (proposal.parents + 1).clamp_min(0)[..., None].expand(
+                -1, -1, target_probs.shape[-1]))
         if proposal.probs is None:
             overlap = verdict.p_of_draft
         else:
-            overlap = torch.minimum(target_probs[:, :width], proposal.probs).sum(-1)  # [A, K]
+            overlap = torch.minimum(laws, proposal.probs).sum(-1)  # [A, K]
+        branch = {}
+        if tree:  # where each node sits and what became of it
+            columns = kept_columns(verdict.path)
+            branch = dict(parents=proposal.parents, on_branch=columns[:, 1:], tried=verdict.tried)
         host = to_host(num_drafts=proposal.num_drafts, num_accepted=verdict.num_accepted,
                        kept=kept, tokens=verdict.tokens, drafts=proposal.token_ids,
                        q=verdict.q_of_draft, p=verdict.p_of_draft,
                        accept_prob=verdict.accept_probs, overlap=overlap,
-                       finished=self.out.finished[self.rows])
+                       finished=self.out.finished[self.rows], **branch)
         self.step += 1
         emitted_rows = []
         for i, row in enumerate(self.row_ids):
             num_drafts, num_accepted = host["num_drafts"][i], host["num_accepted"][i]
+            if tree:
+                statuses = ["accepted" if host["on_branch"][i][j] else
+                            "rejected" if host["tried"][i][j] else "unverified"
+                            for j in range(num_drafts)]
+            else:
+                statuses = ["accepted" if j < num_accepted else
+                            "rejected" if j == num_accepted else "unverified"
+                            for j in range(num_drafts)]
             drafted = [DraftedToken(host["drafts"][i][j], host["q"][i][j], host["p"][i][j],
                                     host["accept_prob"][i][j], host["overlap"][i][j],
-                                    "accepted" if j < num_accepted else
-                                    "rejected" if j == num_accepted else "unverified")
+                                    statuses[j], host["parents"][i][j] if tree else None)
                        for j in range(num_drafts)]
             kinds = ["accepted"] * num_accepted + [
                 "target" if num_drafts == 0 else
@@ -127,8 +158,13 @@ class Run:
         self.stats.drafted += sum(host["num_drafts"])
         self.stats.accepted += sum(host["num_accepted"])
         self.schedule.update(self.row_ids, host["num_drafts"], host["num_accepted"])
-        return Step(verdict.tokens, verdict.num_accepted, emitted_rows, self.target_lm.features,
-                    width)
+        features = self.target_lm.features
+        if tree and features is not None:  # the pending token's, then the accepted branch's
+            columns = torch.cat([torch.zeros_like(verdict.path[:, :1]),
+                                 verdict.path.clamp_min(-1) + 1], 1)  # -1 after: column 0
+            features = features.gather(1, columns[:, :, None, None].expand(
+                -1, -1, *features.shape[2:]))
+        return Step(verdict.tokens, verdict.num_accepted, emitted_rows, features, width)
 
     def drop_finished(self) -> bool:
         """Drop finished rows from the batch and every cache; False when none is left."""

@@ -13,6 +13,8 @@ from functools import partial
 from ..core.sampler import draw, logits_to_probs
 from ..core.typical import POSTERIOR_ALPHA, POSTERIOR_THRESHOLD, check_typical_parameters, \
     typical_verify
+from ..core.tree import kept_columns
+from ..core.tree_verify import tree_verify
 from ..core.verify import verify
 from ..core.verify import verify as exact_verify  # `verify` may be swapped (course, tests)
 from ..drafters import Drafter, ModelDrafter
@@ -33,24 +35,41 @@ def speculate(run: Run) -> None:
             proposal = run.drafter.propose(budget.max_drafts, width=budget.width,
                                            temperature=run.temperature, generator=run.generator)
         width = proposal.token_ids.shape[1]  # K
+        # A token tree (drafts with parents) is scored and verified branch by branch; a chain
+        # is the case without parents.
+        tree = run.tree_columns(proposal)  # [A, K+1] or None
 
         # 2. Score: one target forward over [pending token, drafts] gives p at K+1 positions.
         fed = torch.cat([run.pending.unsqueeze(1), proposal.token_ids], 1)  # [A, K+1]
-        target_probs = logits_to_probs(run.target_lm.forward(fed), run.temperature)  # [A, K+1, V]
+        target_probs = logits_to_probs(run.target_lm.forward(fed, tree=tree),
+                                       run.temperature)  # [A, K+1, V]
 
         with run.timer("verify"):
-            # 3. Verify: keep a prefix of each row's drafts, then one token of the target's own:
-            #    from the residual at the first rejection, else the bonus after the last draft.
-            at_bonus = proposal.num_drafts.view(-1, 1, 1).expand(-1, 1, target_probs.shape[-1])
-            bonus = draw(target_probs.gather(1, at_bonus).squeeze(1), run.temperature,
-                         generator=run.generator, check=False)  # [A]
-            #    (`run.verify` is the acceptance rule: exact `verify`, or lossy `typical_verify`.)
-            verdict = run.verify(target_probs[:, :width], proposal.probs, proposal.token_ids,
-                                 bonus.unsqueeze(1), num_drafts=proposal.num_drafts,
-                                 generator=run.generator, check=False)
+            if tree is None:
+                # 3. Verify: keep a prefix of each row's drafts, then one token of the target's
+                #    own: from the residual at the first rejection, else the bonus after the
+                #    last draft.
+                at_bonus = proposal.num_drafts.view(-1, 1, 1).expand(-1, 1,
+                                                                     target_probs.shape[-1])
+                bonus = draw(target_probs.gather(1, at_bonus).squeeze(1), run.temperature,
+                             generator=run.generator, check=False)  # [A]
+                #    (`run.verify` is the acceptance rule: exact `verify`, or `typical_verify`.)
+                verdict = run.verify(target_probs[:, :width], proposal.probs,
+                                     proposal.token_ids, bonus.unsqueeze(1),
+                                     num_drafts=proposal.num_drafts, generator=run.generator,
+                                     check=False)
+            else:
+                # 3. Verify a tree: walk down from the pending token trying siblings in turn;
+                #    the token drawn where the walk stops is the rule's own (no bonus apart).
+                verdict = run.tree_verify(target_probs, proposal.probs, proposal.token_ids,
+                                          proposal.parents, num_drafts=proposal.num_drafts,
+                                          generator=run.generator, check=False)
 
         # 4. Roll back: the target forgets each row's rejected (and padding) drafts.
-        run.target_lm.rollback(width - verdict.num_accepted)
+        if tree is None:
+            run.target_lm.rollback(width - verdict.num_accepted)
+        else:
+            run.target_lm.keep_only(kept_columns(verdict.path))
         run.pending = verdict.tokens.gather(1, verdict.num_accepted.unsqueeze(1)).squeeze(1)
 
         # 5. Emit: append within each row's budget and up to its EOS.
@@ -71,6 +90,8 @@ def generate(target, drafter, input_ids, *, gamma, max_new_tokens, temperature, 
                          f"{type(generator).__name__}")
     schedule = as_schedule(gamma)
     rule = acceptance_rule(acceptance, posterior_threshold, posterior_alpha)
+    # Trees have one rule, the exact one; a lossy or plugged chain rule cannot check them.
+    tree_rule = partial(tree_verify, greedy=temperature == 0) if rule is exact_verify else None
     if temperature == 0 and rule is exact_verify:
         # p is one-hot: the residual's argmax is its sample, without V exponentials. Only for
         # the library's own rule: a rule plugged in (a course's, a test's) is called as it is.
@@ -86,7 +107,8 @@ def generate(target, drafter, input_ids, *, gamma, max_new_tokens, temperature, 
         run = Run(target, drafter, prompts, max_new_tokens=max_new_tokens,
                   temperature=temperature, generator=generator,
                   eos_ids=eos_token_ids(target, eos_token_id), schedule=schedule, verify=rule,
-                  draft_max_len=draft_max_len, disable_by_batch_size=disable_by_batch_size)
+                  tree_verify=tree_rule, draft_max_len=draft_max_len,
+                  disable_by_batch_size=disable_by_batch_size)
         speculate(run)
         return run.result(method)
     finally:
