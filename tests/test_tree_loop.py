@@ -17,6 +17,7 @@ from specnb.core.tree_verify import tree_verify
 from specnb.stats import chi2_pvalue
 from test_speculative_exact import P_MIN, PROMPT, ROWS, VOCAB, exact_joint
 from tiny_models import perturbed, tiny_llama
+from head_fixtures import random_head
 from tree_drafters import SampledSiblings, TopKTree
 
 loop_module = importlib.import_module("specnb.methods.speculative")
@@ -122,3 +123,41 @@ def test_broken_tree_loops_are_caught(pair, monkeypatch, broken):
         monkeypatch.setattr(BatchedCachedLM, "keep_only", keep_one_rejected_node)
     codes = tree_codes(pair, "top-k tree", 1.0)
     assert chi2_pvalue(codes, exact_joint(pair[0], 1.0)) < P_MIN
+
+
+# ---- the feature head's tree -----------------------------------------------------------------
+
+@pytest.mark.parametrize("tree, gamma, stop", [((3,), 1, None), ((3, 2), 2, None),
+                                               ((2, 2, 1), 3, None), ((4, 2), 4, 0.2)])
+def test_head_trees_equal_hf_greedy_alone_and_in_a_ragged_batch(target, prompts, tree, gamma,
+                                                                stop):
+    head = random_head(target, std=0.05)
+    drafter = specnb.drafters.FeatureDrafter(head.head, tree=tree, stop_below=stop)
+    expected = [hf_greedy(target, ids, MAX_NEW) for ids in prompts]
+    for ids, want in zip(prompts, expected):
+        assert specnb.speculative(target, drafter, ids, gamma=gamma,
+                                  max_new_tokens=MAX_NEW).tokens == [want]
+    batch = specnb.speculative(target, drafter, [p[0].tolist() for p in prompts], gamma=gamma,
+                               max_new_tokens=MAX_NEW)
+    assert batch.tokens == expected
+    sizes = {len(it.drafted) for it in batch.trace if it.drafted}
+    assert max(sizes) <= sum(tree) + (gamma - len(tree)) * tree[-1] * (gamma > len(tree))
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_head_trees_sample_the_target_joint(pair, temperature):
+    target, _ = pair
+    drafter = specnb.drafters.FeatureDrafter(random_head(target, draft_vocab=4).head, tree=(2, 2))
+    result = specnb.speculative(target, drafter, [PROMPT] * ROWS, gamma=2, max_new_tokens=5,
+                                temperature=temperature,
+                                generator=torch.Generator().manual_seed(6))
+    tokens = torch.tensor(result.tokens)[:, :3]
+    assert 0 < result.stats.accepted < result.stats.drafted
+    codes = tokens[:, 0] * VOCAB ** 2 + tokens[:, 1] * VOCAB + tokens[:, 2]
+    assert chi2_pvalue(codes, exact_joint(target, temperature)) > P_MIN
+
+
+@pytest.mark.parametrize("tree", [0, (), (2, 0), (2.0,), True, "4,2"])
+def test_bad_tree_widths_are_refused(target, tree):
+    with pytest.raises(ValueError, match="tree must be None"):
+        specnb.drafters.FeatureDrafter(random_head(target).head, tree=tree)

@@ -39,24 +39,39 @@ def right_align(values: torch.Tensor, counts: torch.Tensor, width: int | None = 
     gathered = values.gather(1, index.expand(-1, -1, *values.shape[2:]))
     return gathered, valid
 
+def check_tree_widths(tree):
+    """None (a chain) or a tuple of ints >= 1: children per depth of the head's tree."""
+    if tree is None:
+        return None
+    if isinstance(tree, int) and not isinstance(tree, bool):
+        tree = (tree,)
+    if not isinstance(tree, (tuple, list)) or not tree or any(
+            isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in tree):
+        raise ValueError(f"tree must be None (a chain) or widths per depth, ints >= 1 such as "
+                         f"(4, 2), got {tree!r}")
+    return tuple(tree)
+
+
 class FeatureDrafter(Drafter):
     """Wrap a `FeatureHead` as a drafter for its target."""
 
-    def __init__(self, head: FeatureHead, *, stop_below=None):
+    def __init__(self, head: FeatureHead, *, stop_below=None, tree=None):
         if not isinstance(head, FeatureHead):
             raise ValueError(f"FeatureDrafter needs a FeatureHead, got {type(head).__name__}")
         self.head = head
         self.stop_below = check_stop_below(stop_below)
+        self.tree = check_tree_widths(tree)
         self.feature_layers = tuple(head.config.feature_layers)
         self.lm = None
 
     def __repr__(self) -> str:
         c = self.head.config
+        shape = "" if self.tree is None else f", tree={self.tree}"
         return (f"FeatureDrafter(layers={list(c.feature_layers)}, "
-                f"draft_vocab={c.draft_vocab_size})")
+                f"draft_vocab={c.draft_vocab_size}{shape})")
 
     @classmethod
-    def from_pretrained(cls, path, target, *, stop_below=None) -> "FeatureDrafter":
+    def from_pretrained(cls, path, target, *, stop_below=None, tree=None) -> "FeatureDrafter":
         """Load a head saved by `save_pretrained` for `target` (whose embedding it shares)."""
         from safetensors.torch import load_file
 
@@ -74,7 +89,7 @@ class FeatureDrafter(Drafter):
         head.load_state_dict(state)
         parameter = next(target.parameters())
         return cls(head.to(device=parameter.device, dtype=parameter.dtype).eval(),
-                   stop_below=stop_below)
+                   stop_below=stop_below, tree=tree)
 
     def save_pretrained(self, path) -> None:
         from safetensors.torch import save_file
@@ -124,6 +139,8 @@ class FeatureDrafter(Drafter):
         self.unfed, self.ready = None, True
 
     def propose(self, max_drafts, *, width, temperature, generator) -> Proposal:
+        if self.tree is not None:
+            return self.propose_tree(max_drafts, depth=width)
         rows = max_drafts.shape[0]
         device = max_drafts.device
         vocab = self.head.config.target_vocab_size
@@ -165,6 +182,56 @@ class FeatureDrafter(Drafter):
                             torch.zeros(rows, dtype=torch.long, device=device),
                             torch.zeros(rows, 0, vocab, device=device))
         return Proposal(torch.stack(ids, 1), num_drafts, torch.stack(probs, 1) if probs else None)
+
+    def propose_tree(self, max_drafts, *, depth) -> Proposal:
+        """A tree along the head's best guesses: at depth d the top `tree[d]` tokens of the
+        head's law after the best node of depth d - 1 (the last width repeats past the tuple).
+        Only the best node of a depth is fed to the head, so drafting costs a chain's forwards
+        and the head's cache holds one branch; the siblings are its runners-up.
+
+            tree (3, 2): depth 1: a b c (best a);  depth 2: a→d a→e   parents [-1,-1,-1,0,0]
+
+        Candidates are the head's top-k, deterministic: `verify` takes them as point masses
+        (exact at any temperature). A row keeps the depths its budget `max_drafts` allows;
+        `stop_below` ends a row's tree after a depth whose best node the head doubts."""
+        rows, device = max_drafts.shape[0], max_drafts.device
+        if depth > 0:
+            self.catch_up()
+        if not self.ready:
+            depth = 0
+        tokens, parents, counts = [], [], []  # counts: nodes up to each depth
+        stopped = torch.zeros(rows, dtype=torch.bool, device=device)
+        num_drafts = torch.zeros(rows, dtype=torch.long, device=device)
+        hidden, logits, best = (self.next_hidden, self.next_logits, -1) if depth else (None,) * 3
+        fed = 0  # the head's own entries (one per depth after the first), rolled back in update
+        for d in range(depth):
+            if d > 0:  # feed the best node of the last depth: its output ranks the next one
+                fed += 1
+                out = self.lm.forward(tokens[best].unsqueeze(1), keep=1,
+                                      hidden=hidden.unsqueeze(1).to(self.head.fc.weight.dtype))
+                hidden, logits = self.lm.model_output.hidden[:, -1], out[:, -1]
+            width = self.tree[min(d, len(self.tree) - 1)]
+            top = logits.float().topk(width, -1)
+            ranked = self.head.draft_to_target[top.indices]  # [A, width], best first
+            first = len(tokens)
+            tokens += list(ranked.unbind(1))
+            parents += [best] * width
+            best = first  # the best of this depth: its children come next
+            live = ~stopped & (d < max_drafts)
+            num_drafts = torch.where(live, len(tokens), num_drafts)
+            if self.stop_below is not None:  # the head's own confidence in its best guess
+                confidence = torch.softmax(logits.float(), -1).gather(1, top.indices[:, :1])
+                stopped |= confidence.squeeze(1) < self.stop_below
+            stopped |= torch.isin(ranked[:, 0], self.eos)
+            if d + 1 < depth and device.type == "cpu" and bool(stopped.all()):
+                break
+        self.own_entries = fed
+        if not tokens:
+            empty = torch.zeros(rows, 0, dtype=torch.long, device=device)
+            return Proposal(empty, torch.zeros(rows, dtype=torch.long, device=device),
+                            parents=empty)
+        parent_ids = torch.tensor(parents, device=device).expand(rows, -1).clone()
+        return Proposal(torch.stack(tokens, 1), num_drafts, parents=parent_ids)
 
     def update(self, step: Step) -> None:
         if self.own_entries:

@@ -160,8 +160,9 @@ class Run:
         self.schedule.update(self.row_ids, host["num_drafts"], host["num_accepted"])
         features = self.target_lm.features
         if tree and features is not None:  # the pending token's, then the accepted branch's
-            columns = torch.cat([torch.zeros_like(verdict.path[:, :1]),
-                                 verdict.path.clamp_min(-1) + 1], 1)  # -1 after: column 0
+            path = verdict.path
+            pending = torch.zeros(path.shape[0], 1, dtype=path.dtype, device=path.device)
+            columns = torch.cat([pending, path.clamp_min(-1) + 1], 1)  # -1 after: column 0
             features = features.gather(1, columns[:, :, None, None].expand(
                 -1, -1, *features.shape[2:]))
         return Step(verdict.tokens, verdict.num_accepted, emitted_rows, features, width)
