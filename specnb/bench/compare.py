@@ -160,6 +160,13 @@ def all_methods(args, target, draft, head, cost_aware):
     drafters = ([("feature head", "head", FeatureDrafter(head.head, stop_below=stop),
                   args.head_gammas)] if head is not None else []) \
         + [("speculative", "draft", ModelDrafter(draft, stop_below=stop), args.gammas)]
+    for widths in (getattr(args, "head_trees", []) if head is not None else []):
+        # A tree of depth D drafts D levels (γ = D), the head's runners-up as siblings; no
+        # chain formula predicts it (γ None, as for a schedule).
+        tree = FeatureDrafter(head.head, stop_below=stop, tree=widths)
+        table[f"ours feature head tree={','.join(map(str, widths))}"] = (
+            None, lambda ids, g, tree=tree, depth=len(widths): speculative(
+                target, tree, ids, gamma=depth, **common, **sampled, generator=g))
     for label, key, drafter, gammas in drafters:
         # Fixed γ from the list, then the dynamic schedules; each under every acceptance rule.
         choices = [(gamma, gamma) for gamma in gammas] if "fixed" in args.schedules else []
@@ -195,6 +202,18 @@ def all_methods(args, target, draft, head, cost_aware):
     return table
 
 
+def tree_widths(text: str) -> tuple:
+    """argparse type: "4,2" -> (4, 2), widths per depth of a token tree (ints >= 1)."""
+    try:
+        widths = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        widths = ()
+    if not widths or min(widths) < 1:
+        raise argparse.ArgumentTypeError(f"a tree is widths per depth, ints >= 1 joined by "
+                                         f"commas (e.g. 4,2), got {text!r}")
+    return widths
+
+
 def calibrate_cost_aware(args, target, drafters, tokenizer, prompt, latency) -> dict:
     """Per drafter, a `CostAwareGamma` from the measured latency curve and ĉ of one untimed
     γ = 1 run on the first prompt (the schedule's inputs are measured, never typed in)."""
@@ -226,7 +245,7 @@ def run(args, pair=None, progress: bool = True) -> dict:
     if pair is None:
         target, draft, tokenizer = load_pair("embedded-distilled", device=args.device,
                                              dtype=DTYPES[args.dtype] if args.dtype else None)
-        head = load_embedded_head(target) if args.head_gammas else None
+        head = load_embedded_head(target) if args.head_gammas or args.head_trees else None
     else:
         target, draft, tokenizer, *rest = pair
         head = rest[0] if rest else None
@@ -345,8 +364,8 @@ def format_summary(summary: list) -> str:
 
 
 # What --methods prefixes can select (names in `all_methods` start with one of these).
-METHOD_STEMS = ("ours autoregressive", "ours feature head γ=", "ours speculative γ=",
-                "ours prompt lookup k=", "ours jacobi block=", "HF generate", "HF assisted γ=",
+METHOD_STEMS = ("ours autoregressive", "ours feature head γ=", "ours feature head tree=",
+                "ours speculative γ=", "ours prompt lookup k=", "ours jacobi block=", "HF generate", "HF assisted γ=",
                 "HF assisted default", "HF prompt lookup k=")
 
 
@@ -364,6 +383,9 @@ def parse_args(argv=None, *, check_prompts: bool = False) -> argparse.Namespace:
                         help="γ of the distilled draft model (ours and HF assisted)")
     parser.add_argument("--head-gammas", type=int, nargs="*", default=[1, 2, 3],
                         help="γ of the feature head (none: skip it)")
+    parser.add_argument("--head-trees", type=tree_widths, nargs="*", default=[], metavar="W,W",
+                        help="token trees of the feature head, widths per depth, e.g. 4 4,2 "
+                             "(each run with γ = its depth; none by default)")
     parser.add_argument("--methods", nargs="+", default=None, metavar="PREFIX",
                         help="run only methods starting with these, e.g. 'ours feature' 'HF "
                              "assisted' (ours autoregressive and HF generate always run)")
