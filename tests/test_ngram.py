@@ -77,3 +77,32 @@ def test_tensor_input_gives_python_ints():
 def test_bad_arguments_raise(kwargs, word):
     with pytest.raises(ValueError, match=word):
         ngram_lookup([1, 2, 1, 2], **kwargs)
+
+
+# ---- several continuations: the branches of an n-gram tree ----------------------------------
+
+def test_continuations_docstring_example_and_prefix_skipping():
+    from specnb.core.ngram import ngram_continuations
+
+    found = ngram_continuations([1, 2, 9, 1, 2, 8, 1, 2], n_max=2, n_min=2, k=1, limit=2)
+    assert [d.draft for d in found] == [[8], [9]]
+    # [7, 1] follows the 2-gram [1, 5]; the 1-gram [5] finds [7, 1] twice more: nothing new.
+    found = ngram_continuations([3, 5, 7, 1, 5, 7, 1, 5], n_max=2, n_min=1, k=2, limit=5)
+    assert [d.draft for d in found] == [[7, 1]]
+    assert ngram_continuations([1, 2, 3], n_max=2, n_min=1, k=0, limit=3) == []
+    with pytest.raises(ValueError, match="limit"):
+        ngram_continuations([1, 2, 1], n_max=2, n_min=1, k=2, limit=0)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_first_continuation_is_ngram_lookups_draft(seed):
+    from specnb.core.ngram import ngram_continuations
+
+    g = torch.Generator().manual_seed(seed)
+    tokens = torch.randint(0, 4, (int(torch.randint(2, 30, (1,), generator=g)),),
+                           generator=g).tolist()
+    one = ngram_lookup(tokens, n_max=3, n_min=1, k=4)
+    many = ngram_continuations(tokens, n_max=3, n_min=1, k=4, limit=4)
+    assert (many[0].draft if many else []) == one.draft
+    drafts = [d.draft for d in many]
+    assert all(not a[:len(b)] == b for i, a in enumerate(drafts) for b in drafts[i + 1:])

@@ -278,3 +278,12 @@ def test_bad_tree_verify_input_is_refused_before_anything_runs():
         tree_verify(target, None, ids, torch.tensor([[-1, 0]]), num_drafts=torch.tensor([3]))
     with pytest.raises(ValueError, match="finite and non-negative"):
         tree_verify(target * float("nan"), None, ids, torch.tensor([[-1, 0]]))
+
+
+def test_trie_merges_shared_starts_and_branches_undo_it():
+    from specnb.core.tree import branches, trie
+
+    tokens, parents = trie([[5, 6], [5, 7], [8], [5, 6, 9]])
+    assert (tokens, parents) == ([5, 6, 7, 8, 9], [-1, 0, 0, -1, 1])
+    assert branches(tokens, parents) == [[5], [5, 6], [5, 7], [8], [5, 6, 9]]
+    assert trie([]) == ([], [])

@@ -161,3 +161,61 @@ def test_head_trees_sample_the_target_joint(pair, temperature):
 def test_bad_tree_widths_are_refused(target, tree):
     with pytest.raises(ValueError, match="tree must be None"):
         specnb.drafters.FeatureDrafter(random_head(target).head, tree=tree)
+
+
+# ---- n-gram branches and the mixed drafter ---------------------------------------------------
+
+def repetitive_prompts():
+    g = torch.Generator().manual_seed(9)
+    pieces = [torch.randint(1, 96, (4,), generator=g).tolist() for _ in range(3)]
+    return [pieces[0] + pieces[1] + pieces[0] + pieces[2] + pieces[0],
+            pieces[1] + pieces[0] + pieces[1], pieces[2] * 3 + pieces[0]]
+
+
+@pytest.mark.parametrize("make", ["ngram branches", "mixed"])
+def test_ngram_trees_and_the_mixed_drafter_equal_hf_greedy(target, make):
+    prompts = repetitive_prompts()
+    expected = [hf_greedy(target, torch.tensor([p]), MAX_NEW) for p in prompts]
+    ngram = specnb.drafters.NgramDrafter(3, 1, branches=3)
+    drafter = ngram if make == "ngram branches" else specnb.drafters.MixedDrafter(
+        specnb.drafters.FeatureDrafter(random_head(target, std=0.05).head, tree=(2, 1)), ngram)
+    for prompt, want in zip(prompts, expected):
+        assert specnb.speculative(target, drafter, prompt, gamma=3,
+                                  max_new_tokens=MAX_NEW).tokens == [want]
+    batch = specnb.speculative(target, drafter, prompts, gamma=3, max_new_tokens=MAX_NEW)
+    assert batch.tokens == expected
+    trees = [it for it in batch.trace if sum(d.parent == -1 for d in it.drafted) > 1]
+    assert trees  # some iterations did propose several branches
+    if make == "mixed":
+        sources = {tuple(s) for it in batch.trace for s in it.info.get("sources", [])}
+        assert {(0,), (1,)} <= sources  # nodes from each part
+
+
+def test_the_mixed_drafter_samples_the_target_joint(pair):
+    target, _ = pair
+    drafter = specnb.drafters.MixedDrafter(
+        specnb.drafters.FeatureDrafter(random_head(target, draft_vocab=4).head, tree=(2,)),
+        specnb.drafters.NgramDrafter(2, 1, branches=2))
+    result = specnb.speculative(target, drafter, [PROMPT] * ROWS, gamma=2, max_new_tokens=5,
+                                temperature=1.0, generator=torch.Generator().manual_seed(8))
+    tokens = torch.tensor(result.tokens)[:, :3]
+    assert 0 < result.stats.accepted < result.stats.drafted
+    codes = tokens[:, 0] * VOCAB ** 2 + tokens[:, 1] * VOCAB + tokens[:, 2]
+    assert chi2_pvalue(codes, exact_joint(target, 1.0)) > P_MIN
+
+
+def test_the_mixed_drafter_refuses_what_it_cannot_merge(target, drafts, prompts):
+    head = random_head(target)
+    ngram = specnb.drafters.NgramDrafter()
+    with pytest.raises(ValueError, match="two drafters or more"):
+        specnb.drafters.MixedDrafter(ngram)
+    with pytest.raises(ValueError, match="ModelDrafter cannot be part"):
+        specnb.drafters.MixedDrafter(ngram, specnb.drafters.ModelDrafter(drafts["perturbed"]))
+    with pytest.raises(ValueError, match="Drafter objects"):
+        specnb.drafters.MixedDrafter(ngram, drafts["perturbed"])
+    chain = specnb.drafters.MixedDrafter(specnb.drafters.FeatureDrafter(head.head), ngram)
+    with pytest.raises(ValueError, match="drawn from a law q"):
+        specnb.speculative(target, chain, prompts[0], gamma=2, max_new_tokens=4,
+                           temperature=0.7, generator=torch.Generator().manual_seed(0))
+    with pytest.raises(ValueError, match="branches must be"):
+        specnb.drafters.NgramDrafter(branches=0)

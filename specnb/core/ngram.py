@@ -47,3 +47,35 @@ def ngram_lookup(tokens, *, n_max: int, n_min: int, k: int) -> NgramDraft:
             source = start + n
             return NgramDraft(tokens[source:source + continuation], n, start, source)
     return NgramDraft([], 0, -1, -1)
+
+
+def ngram_continuations(tokens, *, n_max: int, n_min: int, k: int, limit: int) -> list:
+    """Up to `limit` different drafts (`NgramDraft`s), best first: the tail n-grams from n_max
+    down to n_min, and for each n its earlier occurrences by `ngram_lookup`'s preference
+    (longest continuation, then most recent). A draft equal to the start of one already kept
+    adds nothing and is skipped. The first is `ngram_lookup`'s draft; the others become the
+    branches of a token tree (`NgramDrafter(branches=...)`).
+
+    Example: [1, 2, 9, 1, 2, 8, 1, 2] with n_max=n_min=2, k=1, limit=2 -> drafts [8], [9].
+    """
+    n_min = check_int("n_min", n_min, 1)
+    n_max = check_int("n_max", n_max, n_min)
+    k = check_int("k (number of tokens to draft)", k, 0)
+    limit = check_int("limit (number of drafts)", limit, 1)
+    tokens = token_ids("tokens", tokens)
+    length, kept = len(tokens), []
+    if k == 0:
+        return kept
+    for n in range(min(n_max, length - 1), n_min - 1, -1):
+        tail = tokens[length - n:]
+        found = [(min(k, length - (start + n)), start) for start in range(length - n - 1, -1, -1)
+                 if tokens[start:start + n] == tail]
+        for continuation, start in sorted(found, key=lambda c: (-c[0], -c[1])):
+            source = start + n
+            draft = tokens[source:source + continuation]
+            if any(d.draft[:len(draft)] == draft for d in kept):
+                continue
+            kept.append(NgramDraft(draft, n, start, source))
+            if len(kept) == limit:
+                return kept
+    return kept

@@ -87,6 +87,32 @@ def kept_columns(path: torch.Tensor) -> torch.Tensor:
     return torch.cat([pending, on_branch], 1)
 
 
+def trie(sequences: list) -> tuple:
+    """The token tree holding every sequence as a branch, shared starts merged: (tokens,
+    parents) as lists, parents before children (-1: a child of the pending token).
+    Example: [[5, 6], [5, 7], [8]] -> tokens [5, 6, 7, 8], parents [-1, 0, 0, -1]."""
+    tokens, parents, children = [], [], {}  # children: (parent, token) -> node
+    for sequence in sequences:
+        node = -1
+        for token in sequence:
+            key = (node, int(token))
+            if key not in children:
+                children[key] = len(tokens)
+                tokens.append(int(token))
+                parents.append(node)
+            node = children[key]
+    return tokens, parents
+
+
+def branches(token_ids: list, parents: list) -> list:
+    """Every node's branch, root first: the token sequences a tree proposes.
+    Example: tokens [5, 6, 8], parents [-1, 0, -1] -> [[5], [5, 6], [8]]."""
+    paths = []
+    for node, parent in enumerate(parents):
+        paths.append((paths[parent] if parent >= 0 else []) + [token_ids[node]])
+    return paths
+
+
 def chain_parents(batch: int, nodes: int, device=None) -> torch.Tensor:
     """The chain as a tree: `[B, N]` with node j's parent j - 1."""
     return (torch.arange(nodes, device=device) - 1).expand(batch, -1).clone()

@@ -3,10 +3,12 @@
     ModelDrafter(model)          a standalone draft LM sharing the target's vocabulary
     NgramDrafter(n_max, n_min)   prompt lookup: copies of what followed the tail n-gram
     FeatureDrafter(head)         a one-layer head reading the target's hidden states (EAGLE-3)
+    MixedDrafter(*drafters)      several drafters' guesses merged into one token tree
     NoDrafter()                  proposes nothing: the loop becomes autoregressive decoding
 
 The two that draw from a law q take `stop_below=` (e.g. 0.4): a row stops drafting after a
 token its draft doubts (`Drafter.stops`), which saves draft forwards and checking width.
+Token trees: `FeatureDrafter(head, tree=(4, 2))`, `NgramDrafter(branches=3)`, `MixedDrafter`.
 
 What goes here: what proposes tokens, built on `specnb.core` only. What does not: the loop that
 verifies them (`specnb.methods`), loading or training the models behind them (`specnb.models`,
@@ -18,6 +20,7 @@ import torch
 from .base import Drafter, Proposal, Step
 from .feature import FeatureDrafter
 from .head import FeatureHead, HeadConfig
+from .mixed import MixedDrafter
 from .model import ModelDrafter
 from .ngram import NgramDrafter
 
@@ -40,4 +43,5 @@ class NoDrafter(Drafter):
         pass
 
 
-__all__ = ["Drafter", "FeatureDrafter", "FeatureHead", "HeadConfig", "ModelDrafter", "NgramDrafter", "NoDrafter", "Proposal", "Step"]
+__all__ = ["Drafter", "FeatureDrafter", "FeatureHead", "HeadConfig", "MixedDrafter",
+           "ModelDrafter", "NgramDrafter", "NoDrafter", "Proposal", "Step"]
