@@ -8,7 +8,8 @@
 
 The two that draw from a law q take `stop_below=` (e.g. 0.4): a row stops drafting after a
 token its draft doubts (`Drafter.stops`), which saves draft forwards and checking width.
-Token trees: `FeatureDrafter(head, tree=(4, 2))`, `NgramDrafter(branches=3)`, `MixedDrafter`.
+Token trees: `FeatureDrafter(head, tree=(4, 2))`, `NgramDrafter(branches=3)`, `MixedDrafter`;
+`ModelDrafter` drafts chains only (a tree would need its own cache per branch).
 
 What goes here: what proposes tokens, built on `specnb.core` only. What does not: the loop that
 verifies them (`specnb.methods`), loading or training the models behind them (`specnb.models`,

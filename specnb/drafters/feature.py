@@ -140,7 +140,7 @@ class FeatureDrafter(Drafter):
 
     def propose(self, max_drafts, *, width, temperature, generator) -> Proposal:
         if self.tree is not None:
-            return self.propose_tree(max_drafts, depth=width)
+            return self.propose_tree(max_drafts, depth=min(width, len(self.tree)))
         rows = max_drafts.shape[0]
         device = max_drafts.device
         vocab = self.head.config.target_vocab_size
@@ -185,7 +185,7 @@ class FeatureDrafter(Drafter):
 
     def propose_tree(self, max_drafts, *, depth) -> Proposal:
         """A tree along the head's best guesses: at depth d the top `tree[d]` tokens of the
-        head's law after the best node of depth d - 1 (the last width repeats past the tuple).
+        head's law after the best node of depth d - 1; `depth` is at most len(tree) (γ caps it).
         Only the best node of a depth is fed to the head, so drafting costs a chain's forwards
         and the head's cache holds one branch; the siblings are its runners-up.
 
@@ -210,7 +210,7 @@ class FeatureDrafter(Drafter):
                 out = self.lm.forward(tokens[best].unsqueeze(1), keep=1,
                                       hidden=hidden.unsqueeze(1).to(self.head.fc.weight.dtype))
                 hidden, logits = self.lm.model_output.hidden[:, -1], out[:, -1]
-            width = self.tree[min(d, len(self.tree) - 1)]
+            width = self.tree[d]
             top = logits.float().topk(width, -1)
             ranked = self.head.draft_to_target[top.indices]  # [A, width], best first
             first = len(tokens)
