@@ -71,6 +71,10 @@ def test_the_trace_names_each_nodes_parent_and_fate(target, drafts, prompts):
         # an accepted node's parent is the pending token or an accepted node
         assert all(it.drafted[j].parent in [-1] + accepted for j in accepted)
         assert all(d.status in ("accepted", "rejected", "unverified") for d in it.drafted)
+        # the last token: drawn after a rejected child ("resampled") or below a kept leaf
+        last = accepted[-1] if accepted else -1
+        tried_children = any(d.parent == last and d.status == "rejected" for d in it.drafted)
+        assert it.emitted[-1].kind == ("resampled" if tried_children else "bonus")
 
 
 def test_typical_acceptance_refuses_a_tree(target, drafts, prompts):

@@ -120,7 +120,8 @@ class Run:
         branch = {}
         if tree:  # where each node sits and what became of it
             columns = kept_columns(verdict.path)
-            branch = dict(parents=proposal.parents, on_branch=columns[:, 1:], tried=verdict.tried)
+            branch = dict(parents=proposal.parents, on_branch=columns[:, 1:], tried=verdict.tried,
+                          path=verdict.path)
         host = to_host(num_drafts=proposal.num_drafts, num_accepted=verdict.num_accepted,
                        kept=kept, tokens=verdict.tokens, drafts=proposal.token_ids,
                        q=verdict.q_of_draft, p=verdict.p_of_draft,
@@ -142,9 +143,14 @@ class Run:
                                     host["accept_prob"][i][j], host["overlap"][i][j],
                                     statuses[j], host["parents"][i][j] if tree else None)
                        for j in range(num_drafts)]
+            if tree:  # after the last kept node (or the pending token): were children tried?
+                last = host["path"][i][num_accepted - 1] if num_accepted else -1
+                all_passed = not any(host["tried"][i][j] and host["parents"][i][j] == last
+                                     for j in range(num_drafts))
+            else:
+                all_passed = num_accepted == num_drafts
             kinds = ["accepted"] * num_accepted + [
-                "target" if num_drafts == 0 else
-                "bonus" if num_accepted == num_drafts else "resampled"]
+                "target" if num_drafts == 0 else "bonus" if all_passed else "resampled"]
             emitted = host["tokens"][i][:host["kept"][i]]
             self.trace.append(Iteration(
                 drafted=drafted, emitted=[EmittedToken(t, k) for t, k in zip(emitted, kinds)],
