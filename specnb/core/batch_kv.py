@@ -25,6 +25,7 @@ import torch
 from transformers import DynamicCache
 
 from .timed import TimedModel, crop_cache
+from .sampler import checking
 from .tree import check_parents, tree_ancestors, tree_depths
 
 # Compact when the cache has this many more slots than its longest row (holes from rollbacks).
@@ -170,7 +171,8 @@ class BatchedCachedLM(TimedModel):
 
     def _tree_inputs(self, tree, new_valid) -> tuple:
         """Position ids `[B, T]` and the additive 4D mask `[B, 1, T, S + T]` of a tree chunk."""
-        check_parents(tree)
+        if checking(tree, None):  # host reads: always on the CPU, on a GPU only when strict
+            check_parents(tree)
         seen = tree_ancestors(tree) & new_valid.unsqueeze(1)  # [B, T, T]: ancestors and self
         positions = self.lengths.unsqueeze(1) + tree_depths(tree) - 1
         allowed = torch.cat([self.valid.unsqueeze(1).expand(-1, tree.shape[1], -1), seen], 2)

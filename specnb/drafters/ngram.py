@@ -71,7 +71,7 @@ class NgramDrafter(Drafter):
         num_drafts = torch.tensor([len(tokens) for tokens, _ in rows], dtype=torch.long)
         self.seconds += time.perf_counter() - start
         return Proposal(token_ids.to(self.device), num_drafts.to(self.device), None,
-                        [{"branches": sum(1 for p in range(len(t)) if p not in set(tree))}
+                        [{"branches": len(set(range(len(t))) - set(tree))}  # leaves
                          for t, tree in rows], parents.to(self.device))
 
     def update(self, step: Step) -> None:
