@@ -103,3 +103,106 @@ def estimate_cost_ratio(result, autoregressive_result=None) -> float:
     if not stats.draft_forwards or not reference.target_forwards:
         return math.nan
     return (stats.draft_s / stats.draft_forwards) / (reference.target_s / reference.target_forwards)
+
+
+# Token trees (notebook 12). A shape (w1, w2, ...) is `FeatureDrafter(tree=...)`'s: the head's
+# top-w1 guesses at depth 1, then the top-w2 after the best of them, and so on, so a depth is
+# reached only through its parent's best guess. acceptance[d][r - 1] is P(the target's token is
+# among the head's top r at depth d + 1 | depth d + 1 reached), a chain of γ being (1,) * γ.
+
+def check_tree_shape(widths) -> tuple:
+    widths = tuple(widths)
+    if not widths or any(isinstance(w, bool) or int(w) != w or w < 1 for w in widths):
+        raise ValueError(f"a tree shape is widths per depth, ints >= 1 such as (4, 2), got "
+                         f"{widths!r}")
+    return tuple(int(w) for w in widths)
+
+
+def _check_acceptance(acceptance, widths) -> None:
+    if len(acceptance) < len(widths) or any(len(acceptance[d]) < w for d, w in enumerate(widths)):
+        raise ValueError(f"acceptance by rank covers depths x ranks "
+                         f"{[len(row) for row in acceptance]}, the shape {widths} needs more")
+    for row in acceptance:
+        if any(not 0.0 <= a <= 1.0 for a in row) or any(b < a for a, b in zip(row, row[1:])):
+            raise ValueError(f"acceptance by rank must be non-decreasing probabilities, got {row}")
+
+
+def expected_accepted_in_tree(acceptance, widths) -> float:
+    """E[accepted drafts per iteration] = Σ_d (Π_{e<d} acceptance[e][0]) · acceptance[d][w_d - 1]:
+    depth d is reached when every depth before it took its best guess.
+
+    Example: acceptance [[0.34, 0.46, 0.53, 0.58], [0.34, 0.43]], (4, 2) -> 0.58 + 0.34 · 0.43
+    = 0.7262; the chain (1, 1) -> 0.34 + 0.34 · 0.34 = 0.4556."""
+    widths = check_tree_shape(widths)
+    _check_acceptance(acceptance, widths)
+    expected, reach = 0.0, 1.0
+    for d, width in enumerate(widths):
+        expected += reach * acceptance[d][width - 1]
+        reach *= acceptance[d][0]
+    return expected
+
+
+def predicted_tree_speedup(acceptance, widths, cost_ratio: float, latency: dict) -> float:
+    """(1 + E[accepted]) / (D c + t(N + 1) / t(1)): a tree of N = Σ w nodes and depth D costs D
+    head forwards and one target forward over N + 1 tokens (the pending token and the nodes).
+
+    Example: the acceptance above, (1,), c = 0.1, t(2)/t(1) = 1.0 -> 1.34 / 1.1 = 1.2182."""
+    widths = check_tree_shape(widths)
+    if not cost_ratio >= 0:
+        raise ValueError(f"cost_ratio (draft cost / target cost) must be >= 0, got {cost_ratio}")
+    expected = expected_accepted_in_tree(acceptance, widths)
+    return (1.0 + expected) / (len(widths) * cost_ratio + relative_cost(latency, sum(widths) + 1))
+
+
+def best_tree_shape(acceptance, cost_ratio: float, latency: dict, shapes) -> tuple:
+    """The shape among `shapes` with the highest `predicted_tree_speedup` (ties: the first)."""
+    shapes = [check_tree_shape(s) for s in shapes]
+    if not shapes:
+        raise ValueError("shapes must hold at least one tree shape")
+    return max(shapes, key=lambda s: predicted_tree_speedup(acceptance, s, cost_ratio, latency))
+
+
+def rank_counts(results, max_depth: int) -> tuple:
+    """Read, off traces of greedy runs with a top-k tree (`FeatureDrafter(tree=...)`), where the
+    target's token ranked among the head's guesses: `(hits, reached)`, hits[d][r - 1] the
+    positions of depth d + 1 whose rank-r guess was accepted, reached[d] the positions whose
+    guesses at depth d + 1 were all tried (each depth's siblings in rank order).
+
+    A depth counts as reached only below an accepted best guess (rank 1) whose own children
+    were drafted, so the counts condition as `expected_accepted_in_tree` needs."""
+    if int(max_depth) != max_depth or max_depth < 1:
+        raise ValueError(f"max_depth must be an integer >= 1, got {max_depth}")
+    hits, reached = [dict() for _ in range(max_depth)], [0] * max_depth
+    for result in results:
+        for iteration in result.trace:
+            nodes, current = iteration.drafted, -1
+            if nodes and nodes[0].parent is None:
+                raise ValueError("rank_counts reads token trees; this trace holds chains")
+            for depth in range(max_depth):
+                children = [j for j, node in enumerate(nodes) if node.parent == current]
+                if not children or nodes[children[0]].status == "unverified":
+                    break
+                accepted = [j for j in children if nodes[j].status == "accepted"]
+                if not accepted and any(nodes[j].status == "unverified" for j in children):
+                    break  # the walk stopped early (not a greedy top-k tree): no observation
+                reached[depth] += 1
+                if not accepted:
+                    break
+                rank = children.index(accepted[0]) + 1
+                hits[depth][rank] = hits[depth].get(rank, 0) + 1
+                if rank != 1:
+                    break
+                current = accepted[0]
+    return hits, reached
+
+
+def acceptance_by_rank(results, widths) -> list:
+    """Measured `acceptance[d][r - 1]` for r up to widths[d] (see `rank_counts`): the fraction
+    of reached positions whose target token was among the head's top r."""
+    widths = check_tree_shape(widths)
+    hits, reached = rank_counts(results, len(widths))
+    if not all(reached):
+        raise ValueError(f"no position reached depth {reached.index(0) + 1}: run more tokens or "
+                         f"a shallower shape")
+    return [[sum(hits[d].get(r, 0) for r in range(1, k + 1)) / reached[d]
+             for k in range(1, widths[d] + 1)] for d in range(len(widths))]

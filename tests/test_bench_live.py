@@ -105,3 +105,26 @@ def test_overlap_by_temperature(target, drafts, prompts):
         overlap_by_temperature(target, drafts["same"], prompts[0], answer, [-0.5])
     with pytest.raises(ValueError, match="answer_tokens"):
         overlap_by_temperature(target, drafts["same"], prompts[0], [], [0.0])
+
+
+def test_interleaved_clock_times_chains_and_trees(target, drafts, prompts):
+    from specnb.bench.live import interleaved_clock
+    from tree_drafters import TopKTree
+    clock = interleaved_clock(target, {"chain": (drafts["perturbed"], 2),
+                                       "tree": (TopKTree(drafts["random"], 2, 2), 2)},
+                              prompts[1], repeats=2, warmup=0, max_new_tokens=8)
+    assert list(clock["seconds"]) == ["autoregressive", "chain", "tree"]
+    assert all(len(s) == 2 for s in clock["seconds"].values())
+    assert clock["identical"] == {"chain": True, "tree": True}
+    assert clock["speedups"]["tree"] == [a / b for a, b in zip(clock["seconds"]["autoregressive"],
+                                                                 clock["seconds"]["tree"])]
+    assert clock["results"]["tree"].trace[1].drafted[0].parent is not None
+
+
+@pytest.mark.parametrize("drafters, kwargs, name", [
+    ({}, {}, "drafters"), ({"x": (None, 0)}, {}, "gamma"),
+    ({"autoregressive": (None, 1)}, {}, "reference"), ({"x": (None, 1)}, {"repeats": 0}, "repeats")])
+def test_interleaved_clock_bad_input(target, prompts, drafters, kwargs, name):
+    from specnb.bench.live import interleaved_clock
+    with pytest.raises(ValueError, match=name):
+        interleaved_clock(target, drafters, prompts[0], **kwargs)

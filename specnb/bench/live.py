@@ -6,7 +6,7 @@ our autoregressive loop, our speculative loop and `generate(assistant_model=…)
 one (γ, temperature) with the benchmark harness's own functions; `clock_against_theory` times
 our autoregressive loop and several (drafter, γ) on one prompt, repeats interleaved, and puts
 each measured speedup beside Thm 3.8 and the prediction that charges the measured checking
-cost; `overlap_by_temperature` measures α̂ = mean Σ min(p_T, q_T) along a fixed answer, for
+cost (its clock, `interleaved_clock`, times any drafters, token trees included); `overlap_by_temperature` measures α̂ = mean Σ min(p_T, q_T) along a fixed answer, for
 many temperatures from one forward of each model (cheap curves for a widget). All return plain
 dicts: `specnb.viz.trace`, `specnb.viz.timing` and `specnb.viz.gamma_temperature` show them.
 
@@ -131,25 +131,15 @@ def clock_against_theory(target, drafters: dict, ids, latency: dict, repeats: in
                 and entry[1] >= 1):
             raise ValueError(f"drafters[{name!r}] must be (drafter, gamma) with an integer "
                              f"gamma >= 1, got {entry!r}")
-    repeats, warmup = check_int("repeats", repeats, 1), check_int("warmup", warmup, 0)
-    runs = {"autoregressive": lambda: autoregressive(target, ids, max_new_tokens=max_new_tokens)}
-    for name, (drafter, gamma) in drafters.items():
-        runs[name] = (lambda d=drafter, g=int(gamma): speculative(
-            target, d, ids, gamma=g, max_new_tokens=max_new_tokens))
-    for _ in range(int(warmup)):
-        for run in runs.values():
-            run()
-    seconds = {name: [] for name in runs}
-    results = {}
-    for _ in range(int(repeats)):
-        for name, run in runs.items():
-            results[name], elapsed, _ = timed(run, 1, target.device)
-            seconds[name].append(elapsed)
+    runs = {name: (drafter, int(gamma)) for name, (drafter, gamma) in drafters.items()}
+    timing = interleaved_clock(target, runs, ids, repeats=repeats, warmup=warmup,
+                               max_new_tokens=max_new_tokens)
+    seconds, results = timing["seconds"], timing["results"]
     plain = results["autoregressive"]
     rows = []
     for name, (_, gamma) in drafters.items():
         gamma, result = int(gamma), results[name]
-        ratios = [a / b for a, b in zip(seconds["autoregressive"], seconds[name])]
+        ratios = timing["speedups"][name]
         alpha_hat, c_hat = estimate_alpha(result), estimate_cost_ratio(result, plain)
         checking = relative_cost(latency, gamma + 1)
         known = not (math.isnan(alpha_hat) or math.isnan(c_hat))
@@ -167,6 +157,39 @@ def clock_against_theory(target, drafters: dict, ids, latency: dict, repeats: in
             "autoregressive_median_s": statistics.median(seconds["autoregressive"]),
             "autoregressive_tokens": plain.tokens[0],
             "seconds": seconds, "rows": rows}
+
+
+def interleaved_clock(target, drafters: dict, ids, repeats: int = 5, warmup: int = 1,
+                      max_new_tokens: int = 24) -> dict:
+    """Greedy, one prompt: our autoregressive loop and `speculative(target, drafter, ids,
+    gamma=γ)` for each name -> (drafter, γ) of `drafters` (a tree drafter's γ caps its depth),
+    `warmup` runs each, then `repeats` rounds, each running every method once (interleaved).
+
+    Returns {"seconds": {name: [s per round]} ("autoregressive" first), "results": {name: the
+    last round's GenerationResult}, "speedups": {name: [autoregressive s / the method's s, per
+    round]}, "identical": {name: its tokens equal autoregressive's}}."""
+    if not drafters:
+        raise ValueError("drafters must map at least one name to (drafter, gamma)")
+    repeats, warmup = check_int("repeats", repeats, 1), check_int("warmup", warmup, 0)
+    runs = {"autoregressive": lambda: autoregressive(target, ids, max_new_tokens=max_new_tokens)}
+    for name, (drafter, gamma) in drafters.items():
+        if name == "autoregressive":
+            raise ValueError("'autoregressive' is the reference's name; call the drafter otherwise")
+        runs[name] = (lambda d=drafter, g=check_int(f"{name}'s gamma", gamma, 1): speculative(
+            target, d, ids, gamma=g, max_new_tokens=max_new_tokens))
+    for _ in range(warmup):
+        for run in runs.values():
+            run()
+    seconds, results = {name: [] for name in runs}, {}
+    for _ in range(repeats):
+        for name, run in runs.items():
+            results[name], elapsed, _ = timed(run, 1, target.device)
+            seconds[name].append(elapsed)
+    plain = results["autoregressive"]
+    return {"seconds": seconds, "results": results,
+            "speedups": {name: [a / b for a, b in zip(seconds["autoregressive"], seconds[name])]
+                         for name in drafters},
+            "identical": {name: results[name].tokens == plain.tokens for name in drafters}}
 
 
 def overlap_by_temperature(target, draft, ids, answer_tokens, temperatures) -> dict:

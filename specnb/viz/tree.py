@@ -1,0 +1,139 @@
+"""Token trees as pictures (notebook 12): the tree a drafter proposed, and the mask that scores it.
+
+`plot_tree(labels, parents, statuses)` draws the pending token at the left and each node one
+column further right than its parent, coloured by what verification did with it (kept,
+rejected, never tried); `plot_tree_mask(labels, parents)` draws who attends to whom in the
+forward that scores the tree (`specnb.core.tree.tree_mask`: the prefix, the ancestors, itself);
+`iteration_tree(iteration, decode)` reads the arguments off one `Iteration` of a trace.
+
+Pure: figures and plain data, no model. Example: plot_tree(["a", "b", "c"], [-1, 0, -1],
+["accepted", "rejected", "unverified"]) -> x ─ a ─ b on one branch, x ─ c on another.
+"""
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+
+from ..core.tree import check_parents, tree_mask
+from .diagram import COLOURS, MARKS, _arrow, _box
+
+NODE_STATUSES = ("accepted", "rejected", "unverified")
+
+
+def _check(labels, parents, statuses=None) -> tuple:
+    labels, parents = [str(label) for label in labels], [int(p) for p in parents]
+    if not labels or len(parents) != len(labels):
+        raise ValueError(f"labels and parents must be non-empty and of one length, got "
+                         f"{len(labels)} labels and {len(parents)} parents")
+    check_parents(torch.tensor([parents]))
+    if statuses is not None:
+        statuses = list(statuses)
+        if len(statuses) != len(labels) or any(s not in NODE_STATUSES for s in statuses):
+            raise ValueError(f"statuses must give one of {NODE_STATUSES} per node, got {statuses}")
+    return labels, parents, statuses
+
+
+def tree_layout(parents) -> tuple:
+    """(x, y, root y): per node x its depth and y spreading the leaves one row apart in node
+    order, a parent centred on its children. Example: [-1, 0, 0] -> [1, 2, 2], [0.5, 0, 1], 0.5."""
+    parents = [int(p) for p in parents]
+    children = {j: [] for j in range(-1, len(parents))}
+    for j, p in enumerate(parents):
+        children[p].append(j)
+    x, y, next_row = {-1: 0}, {}, [0]
+
+    def place(node):
+        for child in children[node]:
+            x[child] = x[node] + 1
+            place(child)
+        if node >= 0 and not children[node]:
+            y[node], next_row[0] = next_row[0], next_row[0] + 1
+        elif children[node]:
+            y[node] = float(np.mean([y[c] for c in children[node]]))
+    place(-1)
+    return [x[j] for j in range(len(parents))], [y[j] for j in range(len(parents))], y[-1]
+
+
+def plot_tree(labels, parents, statuses=None, *, pending="x", emitted=None, title=None):
+    """The tree, root (the pending token) left; `emitted` = (token, kind), the iteration's last
+    token (the target's own), is drawn in a last column, level with the last kept node."""
+    labels, parents, statuses = _check(labels, parents, statuses)
+    xs, ys, root_y = tree_layout(parents)
+    height = max(ys) + 1
+    fig, ax = plt.subplots(figsize=(2.2 * (max(xs) + 1.6), 0.75 * height + 1.2))
+    _box(ax, 0, root_y, pending, "#ffffff", width=1.4)
+    for j, (x, y) in enumerate(zip(xs, ys)):
+        start = (0.7, root_y) if parents[j] < 0 else (xs[parents[j]] * 2.0 + 0.7, ys[parents[j]])
+        _arrow(ax, start, (x * 2.0 - 0.7, y))
+        colour = COLOURS[statuses[j]] if statuses else COLOURS["draft"]
+        _box(ax, x * 2.0, y, labels[j], colour, width=1.4)
+    if emitted is not None:
+        token, kind = emitted
+        kept = [j for j, s in enumerate(statuses or []) if s == "accepted"]
+        last = kept[-1] if kept else -1
+        # In a column of its own, right of the deepest node, level with the last kept node.
+        x0, y0 = (0, root_y) if last < 0 else (xs[last] * 2.0, ys[last])
+        column = 2.0 * (max(xs) + 1)
+        ax.annotate("", (column - 0.7, y0), (x0 + 0.7, y0), arrowprops=dict(
+            arrowstyle="-|>", linestyle="--", color="#555555", linewidth=1))
+        _box(ax, column, y0, str(token), COLOURS[kind], width=1.4)
+    if statuses:
+        handles = [plt.Rectangle((0, 0), 1, 1, facecolor=COLOURS[s], edgecolor="#555555")
+                   for s in NODE_STATUSES]
+        names = [MARKS[s] for s in NODE_STATUSES]
+        if emitted is not None:
+            handles.append(plt.Rectangle((0, 0), 1, 1, facecolor=COLOURS[emitted[1]],
+                                         edgecolor="#555555"))
+            names.append(f"the target's token ({emitted[1]})")
+        ax.legend(handles, names, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
+    ax.set_xlim(-1, 2.0 * max(xs) + 1 + (2 if emitted is not None else 0))
+    ax.set_ylim(height - 0.3, -0.7)
+    ax.axis("off")
+    if title:
+        ax.set_title(title)
+    fig.tight_layout()
+    return fig
+
+
+def plot_tree_mask(labels, parents, *, pending="x", title=None):
+    """The attention mask of the forward that scores the tree: row i, column j is filled when
+    fed token i sees fed token j (a prefix column first: everyone sees the cache)."""
+    labels, parents, _ = _check(labels, parents)
+    mask = tree_mask(torch.tensor([parents]), torch.ones(1, len(parents) + 1, dtype=torch.bool))
+    shown = torch.cat([torch.ones(len(parents) + 1, 1, dtype=torch.bool), mask[0]], 1).numpy()
+    fed = [pending] + labels
+    fig, ax = plt.subplots(figsize=(0.55 * len(fed) + 2.2, 0.5 * len(fed) + 1.2))
+    ax.imshow(shown, cmap="Greens", vmin=0, vmax=1.4)
+    ax.set_xticks(range(len(fed) + 1), ["prefix\n(cache)"] + fed, fontsize="small")
+    ax.set_yticks(range(len(fed)), [f"{t} (depth {d})" for t, d in
+                                    zip(fed, [0] + _depths(parents))], fontsize="small")
+    ax.set_xticks(np.arange(-0.5, len(fed) + 1), minor=True)
+    ax.set_yticks(np.arange(-0.5, len(fed)), minor=True)
+    ax.grid(which="minor", color="#ffffff", linewidth=1.5)
+    ax.tick_params(which="minor", length=0)
+    ax.set_xlabel("attends to")
+    ax.set_ylabel("fed token (position = length + depth)")
+    if title:
+        ax.set_title(title)
+    fig.tight_layout()
+    return fig
+
+
+def _depths(parents) -> list:
+    depths = []
+    for p in parents:
+        depths.append(1 if p < 0 else depths[p] + 1)
+    return depths
+
+
+def iteration_tree(iteration, decode) -> dict:
+    """plot_tree's arguments for one traced iteration of a tree run: labels (`decode(token)`),
+    parents, statuses, emitted (the target's own token and its kind)."""
+    drafted = iteration.drafted
+    if not drafted or any(d.parent is None for d in drafted):
+        raise ValueError("iteration_tree needs an iteration that drafted a token tree")
+    last = iteration.emitted[-1]
+    return {"labels": [decode(d.token) for d in drafted],
+            "parents": [d.parent for d in drafted],
+            "statuses": [d.status for d in drafted],
+            "emitted": (decode(last.token), last.kind)}

@@ -1,0 +1,58 @@
+"""specnb.viz.tree: a tree and its mask as pictures (notebook 12), and their bad input."""
+
+import pytest
+import torch
+from matplotlib.patches import FancyBboxPatch
+
+import specnb
+from specnb.viz.tree import iteration_tree, plot_tree, plot_tree_mask, tree_layout
+from tree_drafters import TopKTree
+
+
+def test_layout_spreads_leaves_and_centres_parents():
+    assert tree_layout([-1, 0, 0]) == ([1, 2, 2], [0.5, 0, 1], 0.5)
+    xs, ys, root = tree_layout([-1, -1, -1, 0, 0])  # (3, 2): children under the best guess
+    assert xs == [1, 1, 1, 2, 2] and ys == [0.5, 2, 3, 0, 1] and root == pytest.approx(5.5 / 3)
+
+
+def test_plot_tree_draws_a_box_per_node_the_root_and_the_emitted_token():
+    fig = plot_tree(["a", "b", "c"], [-1, 0, -1], ["accepted", "rejected", "unverified"],
+                    emitted=("d", "resampled"), title="t")
+    boxes = [p for p in fig.axes[0].patches if isinstance(p, FancyBboxPatch)]
+    assert len(boxes) == 3 + 2
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()][-1] == \
+        "the target's token (resampled)"
+
+
+def test_plot_tree_mask_fills_ancestors_only():
+    fig = plot_tree_mask(["a", "b", "c"], [-1, 0, -1])
+    shown = fig.axes[0].images[0].get_array()
+    # columns: prefix, x, a, b, c; row "b" sees the prefix, x, a (its parent) and itself
+    assert shown[2].tolist() == [1, 1, 1, 1, 0]
+    assert shown[3].tolist() == [1, 1, 0, 0, 1]
+
+
+@pytest.mark.parametrize("call, fragment", [
+    (lambda: plot_tree([], []), "non-empty"),
+    (lambda: plot_tree(["a", "b"], [-1]), "one length"),
+    (lambda: plot_tree(["a", "b"], [-1, 1]), "not an earlier node"),
+    (lambda: plot_tree(["a"], [-1], ["kept"]), "statuses"),
+    (lambda: plot_tree(["a"], [-1], ["accepted", "accepted"]), "statuses"),
+    (lambda: plot_tree_mask(["a", "b"], [0, -1]), "not an earlier node"),
+])
+def test_bad_input(call, fragment):
+    with pytest.raises(ValueError, match=fragment):
+        call()
+
+
+def test_iteration_tree_reads_a_traced_tree(target, drafts, prompts):
+    result = specnb.speculative(target, TopKTree(drafts["random"], 2, 2), prompts[0], gamma=2,
+                                max_new_tokens=8)
+    iteration = next(it for it in result.trace if it.drafted)
+    parts = iteration_tree(iteration, str)
+    assert parts["parents"] == [d.parent for d in iteration.drafted]
+    assert parts["emitted"] == (str(iteration.emitted[-1].token), iteration.emitted[-1].kind)
+    plot_tree(**parts)
+    chain = specnb.speculative(target, drafts["random"], prompts[0], gamma=2, max_new_tokens=4)
+    with pytest.raises(ValueError, match="token tree"):
+        iteration_tree(next(it for it in chain.trace if it.drafted), str)
