@@ -21,8 +21,9 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--prompts", type=int, default=4, help="first N prompts of eval.jsonl")
     parser.add_argument("--max-new-tokens", type=int, default=128)
-    parser.add_argument("--gamma", type=int, default=1,
-                        help="drafts per iteration of the feature head")
+    parser.add_argument("--gamma", type=int, default=None,
+                        help="drafts per iteration of the feature head, as a chain (default: "
+                             "the chain or token tree measured fastest on this machine)")
     parser.add_argument("--draft-gamma", type=int, default=2,
                         help="drafts per iteration of the distilled draft model")
     parser.add_argument("--num-pred", type=int, default=8, help="prompt-lookup draft length")
@@ -34,7 +35,13 @@ def main(argv=None) -> None:
         print(f"embedded model ready in {embedded_checkpoint()}")
         return
 
+    if args.gamma is not None and args.gamma < 1:
+        parser.error(f"--gamma must be >= 1, got {args.gamma}")
     target, head, tokenizer = load_pair()
+    # Without --gamma the head drafts the shape `speculative(..., gamma=None)` would: measured
+    # here at first use (a few seconds), cached.
+    drafter, head_gamma = (head, args.gamma) if args.gamma is not None else head.recommended()
+    shape = f"γ={head_gamma}" if drafter.tree is None else f"tree {drafter.tree}"
     draft = load_embedded_draft(target.device, target.dtype)
     head_params = sum(p.numel() for p in head.head.parameters()) / 1e6
     draft_params = sum(p.numel() for p in draft.parameters()) / 1e6
@@ -44,13 +51,14 @@ def main(argv=None) -> None:
           f"draft vocabulary)\n"
           f"draft:  the distilled draft model, data/draft ({draft_params:.1f}M parameters, "
           f"{draft.config.num_hidden_layers} layers, width {draft.config.hidden_size})\n"
-          f"greedy, {args.max_new_tokens} new tokens, head γ = {args.gamma}, draft γ = "
+          f"greedy, {args.max_new_tokens} new tokens, head {shape}"
+          f"{'' if args.gamma is not None else ' (measured fastest here)'}, draft γ = "
           f"{args.draft_gamma}, num_pred = {args.num_pred}, block = {args.block}\n")
 
     runs = {
         "autoregressive": lambda ids: autoregressive(target, ids, max_new_tokens=args.max_new_tokens),
-        f"feature head γ={args.gamma}": lambda ids: speculative(
-            target, head, ids, gamma=args.gamma, max_new_tokens=args.max_new_tokens),
+        f"feature head {shape}": lambda ids: speculative(
+            target, drafter, ids, gamma=head_gamma, max_new_tokens=args.max_new_tokens),
         f"distilled draft γ={args.draft_gamma}": lambda ids: speculative(
             target, draft, ids, gamma=args.draft_gamma, max_new_tokens=args.max_new_tokens),
         f"prompt lookup k={args.num_pred}": lambda ids: prompt_lookup(

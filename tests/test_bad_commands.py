@@ -18,14 +18,14 @@ import pytest
 from specnb.bench import compare as bench
 from specnb.bench import overhead
 from specnb.course import assignments
-from specnb.training import head_data, train_draft, train_head
+from specnb.training import head_data, head_ranks, train_draft, train_head
 
 HERE = Path(__file__)  # an existing file: a bad output folder, and a path under it
 FOLDER = HERE.parent  # an existing folder holding no notebooks and no saved model
 UNDER_A_FILE = str(HERE / "x" / "out.json")
 SUBMISSION = Path(assignments.SOURCE_DIR) / "03_ngram_lookup.ipynb"
 MODULES = {"bench": bench, "train_draft": train_draft, "train_head": train_head,
-           "head_data": head_data, "overhead": overhead,
+           "head_data": head_data, "head_ranks": head_ranks, "overhead": overhead,
            "assignments": assignments}
 
 ROWS = [
@@ -113,6 +113,10 @@ ROWS = [
     ("head_data", ["--max-new-tokens", "0"], "--max-new-tokens must be >= 1"),
     ("head_data", ["--rounds", "0"], "--rounds must be >= 1"),
     ("head_data", ["--self-prompts", "-5"], "--self-prompts must be >= 0"),
+    # head_ranks
+    ("head_ranks", ["--max-new-tokens", "0"], "--max-new-tokens must be >= 1"),
+    ("head_ranks", ["--out", str(FOLDER)], "is a folder"),
+    ("head_ranks", ["--out", UNDER_A_FILE], "cannot write there"),
     # assignments
     ("assignments", [], "required"),
     ("assignments", ["grade"], "the following arguments are required"),
@@ -136,6 +140,7 @@ def tripwires(monkeypatch):
     for module, names in ((bench, ["load_pair", "run"]), (overhead, ["load_pair", "profile"]),
                           (train_draft, ["load_model"]),
                           (train_head, ["load_model"]), (head_data, ["load_model"]),
+                          (head_ranks, ["load_pair", "measure_ranks"]),
                           (assignments, ["release", "grade", "grade_notebook"])):
         for name in names:
             monkeypatch.setattr(module, name, tripwire)
@@ -175,6 +180,7 @@ SUBPROCESS_ROWS = [
     ("specnb.training.train_draft", ["--epochs", "0"], "--epochs must be >= 1"),
     ("specnb.training.train_head", ["--out", str(HERE)], "exists and is not a folder"),
     ("specnb.training.head_data", ["--tokens", "0"], "--tokens must be >= 1"),
+    ("specnb.training.head_ranks", ["--max-new-tokens", "0"], "--max-new-tokens must be >= 1"),
     ("specnb.course.assignments", ["grade", "/nonexistent/nb.ipynb"], "no such file or folder"),
 ]
 

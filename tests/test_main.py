@@ -15,3 +15,12 @@ def test_make_run_prints_every_method_alone_and_batched(capsys):
     assert len(table) == 2 * 5 and " NO" not in out  # 2 prompts × 5 methods, all equal to AR
     batched = [line for line in out.splitlines() if "tok/s batched" in line]
     assert len(batched) == 4 and all(line.endswith("rows = AR greedy: 2/2") for line in batched)
+
+
+def test_make_run_drafts_the_shape_measured_fastest_here(capsys):
+    """Without --gamma the head drafts what `speculative(..., gamma=None)` would: the shape
+    `specnb.models.tree_shape` measures for this machine (or read from its cache)."""
+    main(["--prompts", "1", "--max-new-tokens", "6", "--num-pred", "3", "--block", "3"])
+    out = capsys.readouterr().out
+    assert "(measured fastest here)" in out and " NO" not in out
+    assert any(line.startswith("greedy") and "head " in line for line in out.splitlines())

@@ -100,6 +100,12 @@ class Drafter:
         are one token long)."""
         raise NotImplementedError
 
+    def recommended(self) -> tuple:
+        """(drafter, γ) for `speculative(..., gamma=None)`; a drafter without a recommended
+        setting asks for γ."""
+        raise ValueError(f"{type(self).__name__} has no recommended setting: pass gamma (drafts "
+                         f"per iteration, e.g. gamma=2)")
+
     def max_drafts(self, lengths: list) -> list:
         """How many tokens each row may draft given its length (pending token included);
         unlimited by default. A drafter with a context limit returns 0 past it."""

@@ -64,6 +64,24 @@ class FeatureDrafter(Drafter):
         self.feature_layers = tuple(head.config.feature_layers)
         self.lm = None
 
+    # Set by `load_pair()`: () -> the shape to draft on this machine (specnb.models.tree_shape).
+    advisor = None
+
+    def recommended(self) -> tuple:
+        """(drafter, γ) for `speculative(..., gamma=None)`: a tree as it is (γ = its depth), else
+        the shape `advisor` measures for this machine: a chain (this drafter) or a tree (a new
+        drafter on the same head)."""
+        if self.tree is not None:
+            return self, len(self.tree)
+        if self.advisor is None:
+            raise ValueError("this FeatureDrafter has no recommended shape: pass gamma, give it a "
+                             "tree, or load it with specnb.load_pair(), which measures one for "
+                             "this machine")
+        shape = tuple(self.advisor())
+        if all(width == 1 for width in shape):
+            return self, len(shape)
+        return FeatureDrafter(self.head, stop_below=self.stop_below, tree=shape), len(shape)
+
     def __repr__(self) -> str:
         c = self.head.config
         shape = "" if self.tree is None else f", tree={self.tree}"

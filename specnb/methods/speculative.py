@@ -139,7 +139,7 @@ def as_drafter(target, drafter) -> Drafter:
     return ModelDrafter(drafter)
 
 
-def speculative(target, draft, input_ids, *, gamma, max_new_tokens, temperature=0.0,
+def speculative(target, draft, input_ids, *, gamma=None, max_new_tokens, temperature=0.0,
                 generator=None, eos_token_id=None, attention_mask=None, acceptance="exact",
                 posterior_threshold=POSTERIOR_THRESHOLD, posterior_alpha=POSTERIOR_ALPHA,
                 draft_max_len=None, disable_by_batch_size=None) -> GenerationResult:
@@ -150,14 +150,19 @@ def speculative(target, draft, input_ids, *, gamma, max_new_tokens, temperature=
     accepting its own number of drafts.
 
     - `gamma`: an int, "heuristic" (transformers' schedule) or a `GammaSchedule`
-      (`specnb.methods.schedules`, e.g. `CostAwareGamma`); each row adapts on its own.
+      (`specnb.methods.schedules`, e.g. `CostAwareGamma`); each row adapts on its own. None:
+      the drafter's recommended setting (`load_pair()`'s head: the chain or token tree measured
+      fastest on this machine, `specnb.models.tree_shape`); other drafters ask for γ.
     - `acceptance`: "exact" (default: every token has the target's law) or "typical"
       (Medusa's lossy rule with `posterior_threshold`, `posterior_alpha`; greedy-exact at T = 0).
     - `draft_max_len`: rows longer than this stop drafting and continue one target token per
       iteration (a draft model's own context limit applies anyway).
     - `disable_by_batch_size`: while this many rows or more are running, nothing is drafted.
     """
-    return generate(target, as_drafter(target, draft), input_ids, gamma=gamma,
+    drafter = as_drafter(target, draft)
+    if gamma is None:
+        drafter, gamma = drafter.recommended()
+    return generate(target, drafter, input_ids, gamma=gamma,
                     max_new_tokens=max_new_tokens, temperature=temperature, generator=generator,
                     eos_token_id=eos_token_id, attention_mask=attention_mask,
                     method="speculative", acceptance=acceptance,

@@ -62,7 +62,17 @@ def load_embedded_head(target):
     """The feature-reading draft head shipped in data/head, as a drafter for `target`."""
     from ..drafters import FeatureDrafter
 
-    return FeatureDrafter.from_pretrained(EMBEDDED_HEAD, target)
+    from .tree_shape import recommend_shape
+
+    head = FeatureDrafter.from_pretrained(EMBEDDED_HEAD, target)
+    chosen = []  # measured (or read from the cache) at the first call, then kept
+
+    def advisor():  # `speculative(target, head, ids)` without gamma: the fastest shape here
+        if not chosen:
+            chosen.append(recommend_shape(target, head)["shape"])
+        return chosen[0]
+    head.advisor = advisor
+    return head
 
 
 def load_pair(name=None, *, device=None, dtype=None, cpu_path=None):

@@ -1,0 +1,108 @@
+"""The token-tree shape the embedded head should draft on this machine, chosen by measurement.
+
+What a shape accepts depends on the head: its acceptance by rank and depth, measured once on
+held-out prompts (`python -m specnb.training.head_ranks` writes `data/head/ranks.json`). What
+it costs depends on the machine: a forward over k tokens costs t(k)/t(1) one-token forwards
+(1.1 at k = 3 but 1.5 at k = 4 on one Intel Xeon, 2.3 at k = 8 on an AMD EPYC, near 1 on a
+GPU), and a head step c of one. `recommend_shape(target, head)` measures both here and picks
+the candidate with the highest predicted speedup (`specnb.theory.predicted_tree_speedup`):
+
+    (1 + E[accepted]) / (D c + t(N + 1) / t(1))      N nodes, depth D
+
+A chain of γ is the shape (1,) * γ, so chains compete too. The curve is measured in two rounds;
+when both pick the same shape it is cached in `cache_dir()/tree-shape.json`, keyed by the
+device, the model, its CPU path and the ranks (delete the file to measure again); when they
+disagree (a busy machine) the pooled choice is returned and nothing is cached.
+`speculative(target, head, ids, max_new_tokens=...)` without `gamma` drafts this shape.
+"""
+
+import hashlib
+import itertools
+import json
+import statistics
+from pathlib import Path
+
+import torch
+
+from ..core.latency import measure_forward_latency
+from ..drafters import FeatureDrafter
+from ..methods import autoregressive, speculative
+from ..theory import check_tree_shape, estimate_cost_ratio, predicted_tree_speedup
+from .data import DATA_DIR
+from .fast_path import calibration_key
+from .loading import cache_dir
+
+RANKS_FILE = DATA_DIR / "head" / "ranks.json"
+ROUNDS = 2
+TIMING = {"prefix_len": 64, "repeats": 3, "head_tokens": 12}
+
+
+def candidate_shapes(measured) -> list:
+    """Every shape within the measured one (each depth's width up to its width, any depth up
+    to its depth), chains included. Example: (2, 1) -> (1,), (2,), (1, 1), (2, 1)."""
+    measured = check_tree_shape(measured)
+    shapes = []
+    for depth in range(1, len(measured) + 1):
+        shapes += itertools.product(*(range(1, w + 1) for w in measured[:depth]))
+    return sorted(shapes, key=lambda s: (len(s), s))
+
+
+def load_ranks(path=RANKS_FILE) -> dict:
+    """The head's measured acceptance by rank (`specnb.training.head_ranks`)."""
+    path = Path(path)
+    if not path.exists():
+        raise ValueError(f"no acceptance-by-rank record at {path}: measure it with "
+                         f"`python -m specnb.training.head_ranks` (data/README.md)")
+    return json.loads(path.read_text())
+
+
+def shape_key(target, ranks: dict) -> str:
+    device = next(target.parameters()).device
+    where = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    digest = hashlib.sha1(json.dumps(ranks["acceptance"]).encode()).hexdigest()[:10]
+    return (f"{where} | {calibration_key(target)} | {next(target.parameters()).dtype} "
+            f"{getattr(target, 'specnb_cpu_path', 'dense')} | ranks {digest}")
+
+
+def _one_round(target, head, ranks: dict, shapes: list) -> dict:
+    largest = max(sum(s) for s in shapes) + 1
+    latency = measure_forward_latency(target, prefix_len=TIMING["prefix_len"],
+                                      token_counts=range(1, largest + 1),
+                                      repeats=TIMING["repeats"])
+    generator = torch.Generator().manual_seed(0)  # any prompt: only the clock is read
+    ids = torch.randint(0, target.config.vocab_size, (1, TIMING["prefix_len"]),
+                        generator=generator).to(next(target.parameters()).device)
+    tokens = TIMING["head_tokens"]
+    plain = autoregressive(target, ids, max_new_tokens=tokens)
+    chain = head if head.tree is None else FeatureDrafter(head.head)
+    c = estimate_cost_ratio(speculative(target, chain, ids, gamma=1, max_new_tokens=tokens),
+                            plain)
+    predicted = {s: predicted_tree_speedup(ranks["acceptance"], s, c, latency) for s in shapes}
+    return {"latency": latency, "c": c, "predicted": predicted}
+
+
+def recommend_shape(target, head, *, ranks=None, cache_file=None) -> dict:
+    """{"shape", "predicted" ({shape as text: speedup}), "c", "checking_cost" ({k: t(k)/t(1)}),
+    "cached"}: the shape with the highest predicted speedup on this machine (module docstring).
+    `ranks`: a `load_ranks()` record (default: the embedded head's)."""
+    ranks = load_ranks() if ranks is None else ranks
+    shapes = candidate_shapes(ranks["shape_measured"])
+    cache_file = Path(cache_file) if cache_file is not None else cache_dir() / "tree-shape.json"
+    key = shape_key(target, ranks)
+    cache = json.loads(cache_file.read_text()) if cache_file.exists() else {}
+    if key in cache:
+        return {**cache[key], "shape": tuple(cache[key]["shape"]), "cached": True}
+    rounds = [_one_round(target, head, ranks, shapes) for _ in range(ROUNDS)]
+    pooled = {s: statistics.median(r["predicted"][s] for r in rounds) for s in shapes}
+    best = max(shapes, key=lambda s: pooled[s])
+    first = rounds[0]["latency"]
+    record = {"shape": best, "c": statistics.median(r["c"] for r in rounds),
+              "predicted": {str(s): round(v, 4) for s, v in pooled.items()},
+              "checking_cost": {k: round(ms / first["median_ms"][0], 4) for k, ms in
+                                zip(first["token_counts"], first["median_ms"])}}
+    agree = len({max(shapes, key=lambda s: r["predicted"][s]) for r in rounds}) == 1
+    if agree:
+        cache[key] = {**record, "shape": list(best)}
+        cache_file.parent.mkdir(parents=True, exist_ok=True)
+        cache_file.write_text(json.dumps(cache, indent=1))
+    return {**record, "cached": False}

@@ -1,0 +1,117 @@
+"""specnb.models.tree_shape: the head's shape chosen from this machine's checking cost and its
+measured acceptance by rank; `speculative(..., gamma=None)` drafting it; and the ranks record
+(`specnb.training.head_ranks`). Tiny models; the clock is replaced where the choice is tested."""
+
+import json
+
+import pytest
+
+import specnb
+from specnb.drafters import FeatureDrafter
+from specnb.models import tree_shape
+from specnb.training.head_ranks import measure_ranks
+from head_fixtures import random_head
+
+RANKS = {"shape_measured": [2, 1], "acceptance": [[0.3, 0.6], [0.5]]}
+FLAT = [1.0, 1.0, 1.0, 1.0]  # t(k) for k = 1..4
+STEEP = [1.0, 1.0, 1.05, 2.0]
+
+
+def test_candidates_are_every_shape_within_the_measured_one():
+    assert tree_shape.candidate_shapes((2, 1)) == [(1,), (2,), (1, 1), (2, 1)]
+    assert len(tree_shape.candidate_shapes((4, 2, 2))) == 4 + 8 + 16
+
+
+def fake_clock(monkeypatch, curves, c=0.05):
+    """Each round reads the next curve; the head's cost ratio is c."""
+    calls = iter(curves)
+
+    def latency(model, prefix_len, token_counts, repeats):
+        counts = list(token_counts)
+        return {"token_counts": counts, "median_ms": next(calls)[:len(counts)]}
+    monkeypatch.setattr(tree_shape, "measure_forward_latency", latency)
+    monkeypatch.setattr(tree_shape, "estimate_cost_ratio", lambda *args: c)
+
+
+@pytest.mark.parametrize("curve, shape", [(FLAT, (2, 1)), (STEEP, (2,))])
+def test_the_curve_picks_the_shape_and_the_choice_is_cached(target, monkeypatch, tmp_path,
+                                                            curve, shape):
+    head = random_head(target)
+    fake_clock(monkeypatch, [curve, curve])
+    cache = tmp_path / "tree-shape.json"
+    first = tree_shape.recommend_shape(target, head, ranks=RANKS, cache_file=cache)
+    assert first["shape"] == shape and not first["cached"]
+    assert first["predicted"]["(2, 1)"] == pytest.approx(
+        (1 + 0.6 + 0.3 * 0.5) / (2 * 0.05 + curve[3]), abs=1e-4)
+    fake_clock(monkeypatch, [])  # a second call measures nothing
+    again = tree_shape.recommend_shape(target, head, ranks=RANKS, cache_file=cache)
+    assert again["shape"] == shape and again["cached"]
+
+
+def test_rounds_that_disagree_are_not_cached(target, monkeypatch, tmp_path):
+    fake_clock(monkeypatch, [FLAT, STEEP])
+    cache = tmp_path / "tree-shape.json"
+    record = tree_shape.recommend_shape(target, random_head(target), ranks=RANKS,
+                                        cache_file=cache)
+    assert record["shape"] in tree_shape.candidate_shapes((2, 1)) and not cache.exists()
+
+
+def test_a_real_measurement_on_a_tiny_model(target, tmp_path):
+    record = tree_shape.recommend_shape(target, random_head(target), ranks=RANKS,
+                                        cache_file=tmp_path / "c.json")
+    assert record["shape"] in tree_shape.candidate_shapes((2, 1)) and record["c"] > 0
+    assert set(record["checking_cost"]) == {1, 2, 3, 4} and record["checking_cost"][1] == 1.0
+
+
+def test_missing_ranks_name_the_command(tmp_path):
+    with pytest.raises(ValueError, match="specnb.training.head_ranks"):
+        tree_shape.load_ranks(tmp_path / "ranks.json")
+
+
+def test_speculative_without_gamma_drafts_the_recommended_shape(target, prompts):
+    head = random_head(target, std=0.05)
+    plain = specnb.autoregressive(target, prompts[1], max_new_tokens=12)
+    for shape in [(2, 1), (1, 1)]:
+        head.advisor = lambda shape=shape: shape
+        chosen = specnb.speculative(target, head, prompts[1], max_new_tokens=12)
+        tree = shape if max(shape) > 1 else None
+        explicit = specnb.speculative(target, FeatureDrafter(head.head, tree=tree), prompts[1],
+                                      gamma=len(shape), max_new_tokens=12)
+        assert chosen.tokens == explicit.tokens == plain.tokens
+        assert [len(it.drafted) for it in chosen.trace] == \
+            [len(it.drafted) for it in explicit.trace]
+        assert all(d.parent is None for it in chosen.trace for d in it.drafted) == (tree is None)
+
+
+def test_drafters_without_a_recommendation_ask_for_gamma(target, drafts, prompts):
+    with pytest.raises(ValueError, match="no recommended shape"):
+        specnb.speculative(target, random_head(target), prompts[0], max_new_tokens=4)
+    with pytest.raises(ValueError, match="pass gamma"):
+        specnb.speculative(target, drafts["random"], prompts[0], max_new_tokens=4)
+    tree = FeatureDrafter(random_head(target).head, tree=(2, 2))  # a tree: γ is its depth
+    assert tree.recommended() == (tree, 2)
+
+
+def test_measure_ranks_on_a_tiny_head(target, prompts):
+    # A random head is rarely right, so one depth (always reached) is what it can measure.
+    record = measure_ranks(target, random_head(target), [p for p in prompts], shape=(3,),
+                           max_new_tokens=10)
+    assert record["shape_measured"] == [3] and record["prompts"] == 3
+    assert len(record["acceptance"][0]) == 3 and record["reached"][0] >= 10
+    hits = sum(record["hits"][0].values())
+    assert record["acceptance"][0][-1] == pytest.approx(hits / record["reached"][0])
+    assert json.loads(json.dumps(record)) == record
+    with pytest.raises(ValueError, match="at least one prompt"):
+        measure_ranks(target, random_head(target), [], max_new_tokens=4)
+
+
+@pytest.mark.embedded
+def test_the_shipped_ranks_measure_the_shipped_head():
+    """data/head/ranks.json must be re-measured whenever the head is retrained."""
+    from specnb.training.head_ranks import MEASURED_SHAPE, head_digest
+    ranks = tree_shape.load_ranks()
+    assert ranks["head"] == head_digest(), "re-run python -m specnb.training.head_ranks"
+    assert tuple(ranks["shape_measured"]) == MEASURED_SHAPE and ranks["greedy"]
+    assert ranks["reached"][0] >= 500 and all(ranks["reached"])
+    for row in ranks["acceptance"]:
+        assert all(0 <= a <= b <= 1 for a, b in zip(row, row[1:]))
