@@ -51,6 +51,7 @@ ROWS = [
     ("bench", ["--head-gammas", "-1"], "--head-gammas takes integers >= 0"),
     ("bench", ["--head-trees", "4,0"], "a tree is widths per depth"),
     ("bench", ["--head-trees", "4;2"], "a tree is widths per depth"),
+    ("bench", ["--mixed", "0"], "a tree is widths per depth"),
     ("bench", ["--latency-counts", "0"], "--latency-counts takes integers >= 1"),
     ("bench", ["--methods", "speculative"], "match no method"),
     ("bench", ["--methods", "ours specultive"], "match no method"),

@@ -1,7 +1,8 @@
 """`python -m specnb.bench`: time every method side by side with transformers, in one process.
 
 Ours: autoregressive, speculative with the distilled draft model (a sweep of γ), speculative
-with the feature head (`--head-gammas`), prompt lookup, Jacobi. Peers from transformers on the
+with the feature head (`--head-gammas`; as token trees, `--head-trees`; merged with prompt
+lookup's branches, `--mixed`), prompt lookup, Jacobi. Peers from transformers on the
 same target and prompts: greedy `generate`, `generate(assistant_model=draft)` with the distilled
 draft at a constant γ (a like-for-like comparison) and with its default schedule, and
 `generate(prompt_lookup_num_tokens=k)`; "×best HF" compares with the fastest of those peers.
@@ -35,7 +36,7 @@ from tqdm.auto import tqdm
 
 from ..core.args import check_out_file
 from ..core.latency import measure_forward_latency
-from ..drafters import FeatureDrafter, ModelDrafter
+from ..drafters import FeatureDrafter, MixedDrafter, ModelDrafter, NgramDrafter
 from ..methods import autoregressive, jacobi, prompt_lookup, speculative
 from ..methods.schedules import CostAwareGamma
 from ..models.data import DATA_DIR, GROUPS, load_prompts
@@ -167,6 +168,14 @@ def all_methods(args, target, draft, head, cost_aware):
         table[f"ours feature head tree={','.join(map(str, widths))}"] = (
             None, lambda ids, g, tree=tree, depth=len(widths): speculative(
                 target, tree, ids, gamma=depth, **common, **sampled, generator=g))
+    for widths in (getattr(args, "mixed", []) if head is not None else []):
+        # The head's tree and two prompt-lookup branches of up to --num-pred tokens, one tree.
+        mixed = MixedDrafter(FeatureDrafter(head.head, stop_below=stop, tree=widths),
+                             NgramDrafter(n_max=args.ngram_max, branches=2))
+        table[f"ours mixed tree={','.join(map(str, widths))}+lookup"] = (
+            None, lambda ids, g, mixed=mixed: speculative(
+                target, mixed, ids, gamma=max(args.num_pred, 1), **common, **sampled,
+                generator=g))
     for label, key, drafter, gammas in drafters:
         # Fixed γ from the list, then the dynamic schedules; each under every acceptance rule.
         choices = [(gamma, gamma) for gamma in gammas] if "fixed" in args.schedules else []
@@ -245,7 +254,8 @@ def run(args, pair=None, progress: bool = True) -> dict:
     if pair is None:
         target, draft, tokenizer = load_pair("embedded-distilled", device=args.device,
                                              dtype=DTYPES[args.dtype] if args.dtype else None)
-        head = load_embedded_head(target) if args.head_gammas or args.head_trees else None
+        head = load_embedded_head(target) if args.head_gammas or args.head_trees or args.mixed \
+            else None
     else:
         target, draft, tokenizer, *rest = pair
         head = rest[0] if rest else None
@@ -365,6 +375,7 @@ def format_summary(summary: list) -> str:
 
 # What --methods prefixes can select (names in `all_methods` start with one of these).
 METHOD_STEMS = ("ours autoregressive", "ours feature head γ=", "ours feature head tree=",
+                "ours mixed tree=",
                 "ours speculative γ=", "ours prompt lookup k=", "ours jacobi block=", "HF generate", "HF assisted γ=",
                 "HF assisted default", "HF prompt lookup k=")
 
@@ -386,6 +397,10 @@ def parse_args(argv=None, *, check_prompts: bool = False) -> argparse.Namespace:
     parser.add_argument("--head-trees", type=tree_widths, nargs="*", default=[], metavar="W,W",
                         help="token trees of the feature head, widths per depth, e.g. 4 4,2 "
                              "(each run with γ = its depth; none by default)")
+    parser.add_argument("--mixed", type=tree_widths, nargs="*", default=[], metavar="W,W",
+                        help="the head's tree W merged with two prompt-lookup branches of up to "
+                             "--num-pred tokens in one tree (MixedDrafter), e.g. 2; none by "
+                             "default")
     parser.add_argument("--methods", nargs="+", default=None, metavar="PREFIX",
                         help="run only methods starting with these, e.g. 'ours feature' 'HF "
                              "assisted' (ours autoregressive and HF generate always run)")
