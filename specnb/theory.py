@@ -128,7 +128,7 @@ def _check_acceptance(acceptance, widths) -> None:
 
 
 def expected_accepted_in_tree(acceptance, widths) -> float:
-    """E[accepted drafts per iteration] = Σ_d (Π_{e<d} acceptance[e][0]) · acceptance[d][w_d - 1]:
+    """E[accepted drafts per iteration] = Σ_d (Π_{e<d} acceptance[e][0]) · acceptance[d][w_d-1]:
     depth d is reached when every depth before it took its best guess.
 
     Example: acceptance [[0.34, 0.46, 0.53, 0.58], [0.34, 0.43]], (4, 2) -> 0.58 + 0.34 · 0.43

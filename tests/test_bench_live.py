@@ -123,7 +123,8 @@ def test_interleaved_clock_times_chains_and_trees(target, drafts, prompts):
 
 @pytest.mark.parametrize("drafters, kwargs, name", [
     ({}, {}, "drafters"), ({"x": (None, 0)}, {}, "gamma"),
-    ({"autoregressive": (None, 1)}, {}, "reference"), ({"x": (None, 1)}, {"repeats": 0}, "repeats")])
+    ({"autoregressive": (None, 1)}, {}, "reference"),
+    ({"x": (None, 1)}, {"repeats": 0}, "repeats")])
 def test_interleaved_clock_bad_input(target, prompts, drafters, kwargs, name):
     from specnb.bench.live import interleaved_clock
     with pytest.raises(ValueError, match=name):

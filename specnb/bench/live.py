@@ -1,4 +1,4 @@
-"""One prompt, run live: the numbers behind notebooks 05, 09 and 10 and their widgets.
+"""One prompt, run live: the numbers behind notebooks 05, 09, 10 and 12 and their widgets.
 
 `speculative_summary` runs `specnb.speculative` once and counts what its trace shows (tokens
 per iteration, draft yield, per-position acceptance, α̂ and the eq. 1 prediction); `race` times
@@ -6,7 +6,8 @@ our autoregressive loop, our speculative loop and `generate(assistant_model=…)
 one (γ, temperature) with the benchmark harness's own functions; `clock_against_theory` times
 our autoregressive loop and several (drafter, γ) on one prompt, repeats interleaved, and puts
 each measured speedup beside Thm 3.8 and the prediction that charges the measured checking
-cost (its clock, `interleaved_clock`, times any drafters, token trees included); `overlap_by_temperature` measures α̂ = mean Σ min(p_T, q_T) along a fixed answer, for
+cost (its clock, `interleaved_clock`, times any drafters, token trees included);
+`overlap_by_temperature` measures α̂ = mean Σ min(p_T, q_T) along a fixed answer, for
 many temperatures from one forward of each model (cheap curves for a widget). All return plain
 dicts: `specnb.viz.trace`, `specnb.viz.timing` and `specnb.viz.gamma_temperature` show them.
 
