@@ -9,6 +9,10 @@ to tune. A guess two drafters share is one node.
     n-gram:  a d e                      ├── c
                                         └── d ── e
 
+Every branch costs checking, kept or not: give the n-gram part `n_min=2` where answers are
+open-ended (1-token matches there added long copied branches that were rarely kept, and the
+mixed drafter fell below the head alone: `data/results/bench-cpu-mixed-intel-xeon-avx512.json`).
+
 The merged candidates are point masses, so the parts must propose deterministic drafts (no
 law q): `NgramDrafter`, a `FeatureDrafter` with a `tree` (or any drafter at T = 0). After
 verification every part hears the same `Step` (what each row kept), so a part's own state may
