@@ -42,7 +42,7 @@ ROOT = gpu_transfer.ROOT
 DEADLINE_S = {"full": 480, "small": 600}
 BUDGET_S = {  # step -> (full, small) seconds
     "env": (40, 60), "weights": (60, 120), "sync": (30, 60), "verify_share": (45, 90),
-    "latency": (40, 90), "tests": (120, 240), "bench": (150, 180), "bench_batch": (90, 150),
+    "latency": (40, 90), "tests": (120, 240), "bench": (170, 180), "bench_batch": (90, 150),
 }
 TEST_FILES = {  # existing files are run; -k narrows the small run to two quick tests
     "full": (["tests/test_methods_greedy.py", "tests/test_batched.py",
@@ -315,6 +315,8 @@ def main(argv=None) -> int:
     run_bench(run, "bench", "specnb.bench", common + [
         "--ids", *ids, "--repeats", "1" if small else "3", "--warmup", "0" if small else "1",
         "--max-new-tokens", "8" if small else "64", "--gammas", *(["2"] if small else ["2", "4"]),
+        # Trees where checking should be flat: the head's (4, 2) alone and merged with lookup.
+        *([] if small else ["--head-trees", "4,2", "--mixed", "4,2"]),
         *(["--latency-counts"] if small else []),  # nothing after it: no latency curve
         "--out", str(run.results / f"bench-{run.tag}.json")])
     run_bench(run, "bench_batch", "specnb.bench.batch", common + [
