@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from ..core.tree import check_parents, tree_mask
+from ..core.tree import check_parents, tree_depths, tree_mask
 from .diagram import COLOURS, MARKS, _arrow, _box
 
 NODE_STATUSES = ("accepted", "rejected", "unverified")
@@ -105,8 +105,9 @@ def plot_tree_mask(labels, parents, *, pending="x", title=None):
     fig, ax = plt.subplots(figsize=(0.55 * len(fed) + 2.2, 0.5 * len(fed) + 1.2))
     ax.imshow(shown, cmap="Greens", vmin=0, vmax=1.4)
     ax.set_xticks(range(len(fed) + 1), ["prefix\n(cache)"] + fed, fontsize="small")
-    ax.set_yticks(range(len(fed)), [f"{t} (depth {d})" for t, d in
-                                    zip(fed, [0] + _depths(parents))], fontsize="small")
+    depths = [0] + tree_depths(torch.tensor([parents]))[0].tolist()
+    ax.set_yticks(range(len(fed)), [f"{t} (depth {d})" for t, d in zip(fed, depths)],
+                  fontsize="small")
     ax.set_xticks(np.arange(-0.5, len(fed) + 1), minor=True)
     ax.set_yticks(np.arange(-0.5, len(fed)), minor=True)
     ax.grid(which="minor", color="#ffffff", linewidth=1.5)
@@ -117,13 +118,6 @@ def plot_tree_mask(labels, parents, *, pending="x", title=None):
         ax.set_title(title)
     fig.tight_layout()
     return fig
-
-
-def _depths(parents) -> list:
-    depths = []
-    for p in parents:
-        depths.append(1 if p < 0 else depths[p] + 1)
-    return depths
 
 
 def iteration_tree(iteration, decode) -> dict:
