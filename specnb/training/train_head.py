@@ -18,6 +18,8 @@ Recipe (measured choices are recorded in data/README.md):
    per step, the fraction of positions whose whole chain of k head predictions equals the
    target's; their sum is the expected number of accepted drafts per iteration at γ = steps
    under greedy decoding. The best epoch by that figure is saved, not the last or the lowest loss.
+   Training is resumable: its state goes to `~/.cache/specnb/head-train/` every 10 minutes and
+   after each epoch, and the same command started again continues from there.
 5. Then measure the new head's acceptance by rank (`python -m specnb.training.head_ranks`):
    `data/head/ranks.json` chooses the tree shape drafted without γ, and a test refuses a record
    of another head.
@@ -141,22 +143,49 @@ def heldout_acceptance(head, entries: list, steps: int) -> list:
 
 
 def train(head, entries, heldout, *, epochs, batch_size, lr, steps, step_decay, generator,
-          log, regression_weight=0.0) -> tuple:
-    """AdamW, warm-up and cosine decay; held-out acceptance after each epoch; best state."""
+          log, regression_weight=0.0, checkpoint: Path | None = None,
+          checkpoint_seconds: float = 600.0) -> tuple:
+    """AdamW, warm-up and cosine decay; held-out acceptance after each epoch; best state.
+
+    With `checkpoint` (a file), the whole state (weights, optimizer, schedule, the epoch's
+    shuffle, history, best so far) is written there every `checkpoint_seconds` and after each
+    epoch, and a run that finds it resumes where it stopped: same batches, same result as an
+    uninterrupted run. The caller keys the file by everything that decides the run."""
     parameters = [p for p in head.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(parameters, lr=lr, weight_decay=0.01)
     order = sorted(range(len(entries)), key=lambda i: len(entries[i]["tokens"]))
     batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
     total = epochs * len(batches)
     schedule = warmup_cosine(optimizer, total)
-    best, history = None, []
+    best, history, first_epoch, done = None, [], 0, 0
+    epoch_rng = generator.get_state()
+    if checkpoint is not None and checkpoint.exists():
+        saved = torch.load(checkpoint, weights_only=False)
+        head.load_state_dict(saved["head"])
+        optimizer.load_state_dict(saved["optimizer"])
+        schedule.load_state_dict(saved["schedule"])
+        best, history = saved["best"], saved["history"]
+        first_epoch, done, epoch_rng = saved["epoch"], saved["done"], saved["epoch_rng"]
+        print(f"resuming training from {checkpoint}: epoch {first_epoch + 1}, batch {done} of "
+              f"{len(batches)}", file=sys.stderr)
+
+    def save(epoch: int, done: int) -> None:
+        partial = checkpoint.with_suffix(".partial")
+        torch.save({"head": head.state_dict(), "optimizer": optimizer.state_dict(),
+                    "schedule": schedule.state_dict(), "best": best, "history": history,
+                    "epoch": epoch, "done": done, "epoch_rng": epoch_rng}, partial)
+        partial.rename(checkpoint)
+
     layers = list(head.config.feature_layers)
     top_index = layers.index(FINAL_STATE) if FINAL_STATE in layers else None
-    with tqdm(total=total, desc="training head") as bar:
-        for epoch in range(epochs):
+    saved_at = time.monotonic()
+    with tqdm(total=total, initial=first_epoch * len(batches) + done,
+              desc="training head") as bar:
+        for epoch in range(first_epoch, epochs):
             head.train()
+            generator.set_state(epoch_rng)  # the epoch's shuffle, again on resume
             shuffled = [batches[i] for i in torch.randperm(len(batches), generator=generator)]
-            for indices in shuffled:
+            for indices in shuffled[done:]:
                 loss, hits = unrolled_loss(head, collate([entries[i] for i in indices]), steps,
                                            step_decay, regression_weight, top_index)
                 optimizer.zero_grad(set_to_none=True)
@@ -164,8 +193,13 @@ def train(head, entries, heldout, *, epochs, batch_size, lr, steps, step_decay, 
                 torch.nn.utils.clip_grad_norm_(parameters, 1.0)
                 optimizer.step()
                 schedule.step()
+                done += 1
                 bar.set_postfix(loss=f"{loss.item():.3f}", step1=f"{hits[0]:.2f}")
                 bar.update()
+                if (checkpoint is not None and done < len(batches)  # the epoch's end saves
+                        and time.monotonic() - saved_at >= checkpoint_seconds):
+                    save(epoch, done)
+                    saved_at = time.monotonic()
             head.eval()
             acceptance = heldout_acceptance(head, heldout, steps)
             history.append({"epoch": epoch + 1, "loss": round(loss.item(), 4),
@@ -175,6 +209,10 @@ def train(head, entries, heldout, *, epochs, batch_size, lr, steps, step_decay, 
             if best is None or sum(acceptance) > best[0]:
                 best = (sum(acceptance), {k: v.detach().clone()
                                           for k, v in head.state_dict().items()}, epoch + 1)
+            epoch_rng, done = generator.get_state(), 0
+            if checkpoint is not None:
+                save(epoch + 1, 0)
+                saved_at = time.monotonic()
     head.load_state_dict(best[1])
     return history, best[2]
 
@@ -280,13 +318,16 @@ def main(argv=None) -> None:
                         target_vocab_size=vocab)
     head = init_head(config, target, draft_to_target, generator,
                      train_lm_head=args.train_lm_head)
+    checkpoint = checkpoint_path(args, paths)
     history, best_epoch = train(head, entries, heldout, epochs=args.epochs,
                                 batch_size=args.batch_size, lr=args.lr, steps=args.steps,
                                 step_decay=args.step_decay, generator=generator,
                                 regression_weight=args.regression_weight,
-                                log=lambda h: print(json.dumps(h), file=sys.stderr))
+                                log=lambda h: print(json.dumps(h), file=sys.stderr),
+                                checkpoint=checkpoint)
     head.eval()
     FeatureDrafter(head).save_pretrained(args.out)
+    checkpoint.unlink(missing_ok=True)
     write_record(
         args.out, "specnb.training.train_head", args, argv, started, target.device,
         seed=args.seed, prompts=len(prompt_ids), rounds=args.rounds, shards=len(paths),
@@ -298,6 +339,17 @@ def main(argv=None) -> None:
         heldout=f"{len(heldout)} eval prompts, the target's greedy answers, 128 tokens",
         history=history, best_epoch=best_epoch,
     )
+
+
+def checkpoint_path(args, paths: list) -> Path:
+    """Where a training run keeps its state: keyed by the shards and every option that changes
+    the result, so that only the same run resumes from it (`--out` does not count)."""
+    keyed = {k: str(v) for k, v in vars(args).items() if k not in ("out", "evaluate")}
+    key = hashlib.sha256(json.dumps([keyed, [Path(p).name for p in paths]],
+                                    sort_keys=True).encode()).hexdigest()[:16]
+    folder = shard_dir().parent / "head-train"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / f"checkpoint-{key}.pt"
 
 
 def evaluate(target, tokenizer, head, gamma: int, seed: int, max_new_tokens: int = 128) -> None:

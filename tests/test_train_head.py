@@ -1,0 +1,88 @@
+"""train_head's loop: a run stopped midway and started again ends exactly where an
+uninterrupted run ends (same history, same weights), from its checkpoint file."""
+
+import pytest
+import torch
+
+from head_fixtures import random_head
+from specnb.training import train_head
+from tiny_models import tiny_llama
+
+LAYERS = (0, 1)
+
+
+def fake_examples(vocab: int, hidden: int, count: int = 12, seed: int = 0) -> list:
+    """Examples shaped like head_data's shards: prompt positions unscored (-1)."""
+    g = torch.Generator().manual_seed(seed)
+    examples = []
+    for i in range(count):
+        n = 10 + i
+        start = 4
+        top = torch.randn(n - 1, vocab, generator=g).log_softmax(-1).topk(4, -1)
+        top_ids = top.indices.to(torch.int32)
+        top_ids[:start - 1] = -1
+        examples.append({"ids": torch.randint(1, vocab, (n,), generator=g).tolist(),
+                         "answer_start": start,
+                         "features": torch.randn(n - 1, len(LAYERS), hidden, generator=g).half(),
+                         "top_ids": top_ids, "top_logp": top.values.half()})
+    return examples
+
+
+def run(head, entries, heldout, checkpoint, **overrides):
+    settings = dict(epochs=2, batch_size=3, lr=1e-2, steps=2, step_decay=0.8,
+                    generator=torch.Generator().manual_seed(5), log=lambda h: None,
+                    checkpoint=checkpoint, checkpoint_seconds=0.0)
+    return train_head.train(head, entries, heldout, **{**settings, **overrides})
+
+
+def test_a_stopped_run_resumes_to_the_same_result(tmp_path, monkeypatch):
+    target = tiny_llama(3)
+    vocab, hidden = target.config.vocab_size, target.config.hidden_size
+    head = random_head(target, seed=1, layers=LAYERS, std=0.05).head
+    table = torch.full((vocab,), -1, dtype=torch.long)
+    table[head.draft_to_target] = torch.arange(len(head.draft_to_target))
+    entries = [train_head.to_entries(e, table) for e in fake_examples(vocab, hidden)]
+    heldout = [train_head.to_entries(e, table) for e in fake_examples(vocab, hidden, 3, seed=1)]
+    start = {k: v.clone() for k, v in head.state_dict().items()}
+
+    history, best_epoch = run(head, entries, heldout, None)
+    finished = {k: v.clone() for k, v in head.state_dict().items()}
+    assert any(not torch.equal(start[k], finished[k]) for k in start)  # it did train
+
+    head.load_state_dict(start)
+    checkpoint = tmp_path / "checkpoint.pt"
+    calls, real = [0], train_head.unrolled_loss
+
+    def stop_at_the_sixth_batch(*args):  # epoch 2 of 2 (4 batches per epoch)
+        calls[0] += 1
+        if calls[0] == 6:
+            raise KeyboardInterrupt
+        return real(*args)
+
+    monkeypatch.setattr(train_head, "unrolled_loss", stop_at_the_sixth_batch)
+    with pytest.raises(KeyboardInterrupt):
+        run(head, entries, heldout, checkpoint)
+    monkeypatch.setattr(train_head, "unrolled_loss", real)
+    saved = torch.load(checkpoint, weights_only=False)
+    assert (saved["epoch"], saved["done"], len(saved["history"])) == (1, 1, 1)
+
+    head.load_state_dict(start)  # a new process starts from fresh weights: they must be replaced
+    resumed, resumed_best = run(head, entries, heldout, checkpoint,
+                                generator=torch.Generator().manual_seed(99))
+    assert (resumed, resumed_best) == (history, best_epoch)
+    for k in finished:
+        assert torch.equal(head.state_dict()[k], finished[k]), k
+
+
+def test_the_checkpoint_is_keyed_by_the_run(tmp_path, monkeypatch):
+    monkeypatch.setattr(train_head, "shard_dir", lambda: tmp_path / "shards")
+    parser_args = train_head.argparse.Namespace(epochs=3, lr=1e-3, out=tmp_path / "a",
+                                                evaluate=None)
+    a = train_head.checkpoint_path(parser_args, ["x/s1.pt", "x/s2.pt"])
+    assert a.parent == tmp_path / "head-train" and a.parent.is_dir()
+    parser_args.out = tmp_path / "b"  # another output folder: the same run
+    assert train_head.checkpoint_path(parser_args, ["y/s1.pt", "y/s2.pt"]) == a
+    parser_args.epochs = 4
+    assert train_head.checkpoint_path(parser_args, ["x/s1.pt", "x/s2.pt"]) != a
+    parser_args.epochs = 3
+    assert train_head.checkpoint_path(parser_args, ["x/s1.pt"]) != a
