@@ -109,18 +109,16 @@ def instrumented(drafter, count_syncs: bool):
         (Run, "draft_budget", "budget"), (Run, "record", "record"),
         (Run, "drop_finished", "drop"), (BatchOutput, "extend", "emit"),
         (BatchedCachedLM, "rollback", "rollback"),
-        (speculative_module, "logits_to_probs", "probs"), (speculative_module, "draw", "verify"),
+        (speculative_module, "logits_to_probs", "probs"),
+        (speculative_module, "greedy_ids", "probs"),  # greedy: the argmax ids instead of laws
+        (speculative_module, "verify_drafts", "verify"),
+        (speculative_module, "verify_greedy", "verify"),
     ] + [(kind, name, name) for kind in {type(drafter), NoDrafter} for name in ("propose", "update")]
     # The target's forward: the wrapper's own work, told apart from the model by TimedModel's log.
     originals = [(owner, name, getattr(owner, name)) for owner, name, _ in targets]
     forward = BatchedCachedLM.forward
-    run_init = Run.__init__
 
-    def init(run, *args, **kwargs):  # the acceptance rule, as `generate` chose it, timed
-        run_init(run, *args, **kwargs)
-        run.verify = clocks.wrap("verify", run.verify)
     try:
-        Run.__init__ = init
         for owner, name, section in targets:
             setattr(owner, name, clocks.wrap(section, getattr(owner, name)))
         BatchedCachedLM.forward = clocks.wrap("forward", forward)
@@ -132,7 +130,6 @@ def instrumented(drafter, count_syncs: bool):
             run_module.to_host = clocks.count_host_reads(run_module.to_host)
         yield clocks
     finally:
-        Run.__init__ = run_init
         BatchedCachedLM.forward = forward
         for owner, name, original in reversed(originals):
             setattr(owner, name, original)

@@ -12,6 +12,7 @@ Greedy only; the loop around the step (emitting, refilling the block) lives in `
 from dataclasses import dataclass
 
 from .args import check_in_vocab, token_ids
+from .sampler import argmax
 
 
 @dataclass
@@ -52,5 +53,5 @@ def jacobi_step(model, prefix, guesses) -> JacobiStep:
         raise ValueError("guesses must hold at least one token (the block size is >= 1)")
     # Logits at the last prefix token and at each guess but the last predict the k positions.
     logits = model.logits(prefix + guesses[:-1], keep=len(guesses))  # [1, k, V]
-    refreshed = logits[0].argmax(dim=-1).tolist()
+    refreshed = argmax(logits[0]).tolist()
     return JacobiStep(refreshed, count_converged(guesses, refreshed))

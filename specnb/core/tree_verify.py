@@ -118,6 +118,44 @@ def tree_verify(target_probs, draft_probs, draft_token_ids, parents, *, num_draf
                        accept_probs=accept_probs, p_of_draft=p_of_draft, q_of_draft=q_of_draft)
 
 
+def greedy_tree_verify(target_ids, draft_probs, draft_token_ids, parents, *,
+                       num_drafts=None) -> TreeVerdict:
+    """`tree_verify(greedy=True)` from the target's argmax ids `[B, N+1]` after [pending, node 0,
+    ...] instead of their one-hot laws: the same TreeVerdict, bit for bit. With r one-hot at t,
+    a child is kept iff its token is t, and a rejection leaves r as it was ((r − q)+ is still
+    positive at t alone, or x was not t), so the walk only follows argmaxes and never builds a
+    V-wide residual."""
+    batch, nodes = draft_token_ids.shape
+    device = target_ids.device
+    if num_drafts is None:
+        num_drafts = torch.full((batch,), nodes, dtype=torch.long, device=device)
+    rows = torch.arange(batch, device=device)
+    current = torch.full((batch,), -1, dtype=torch.long, device=device)
+    column = torch.zeros(batch, dtype=torch.long, device=device)  # where r = the target's law
+    depth = torch.zeros(batch, dtype=torch.long, device=device)
+    path = torch.full((batch, nodes), -1, dtype=torch.long, device=device)
+    tried = torch.zeros(batch, nodes, dtype=torch.bool, device=device)
+    accept_probs = torch.zeros(batch, nodes, device=device)
+    after_parent = parents.clamp_min(-1) + 1
+    p_of_draft = (target_ids.gather(1, after_parent) == draft_token_ids.clamp_min(0)).float()
+    q_of_draft = torch.ones(batch, nodes, device=device) if draft_probs is None else \
+        draft_probs.gather(-1, draft_token_ids.clamp_min(0).unsqueeze(-1)).squeeze(-1).float()
+    for j in range(nodes):
+        turn = (parents[:, j] == current) & (j < num_drafts)
+        kept = turn & (draft_token_ids[:, j] == target_ids.gather(1, column[:, None])[:, 0])
+        tried[:, j], accept_probs[:, j] = turn, kept.float()
+        slot = depth.clamp(max=nodes - 1)
+        path[rows, slot] = torch.where(kept, j, path[rows, slot])
+        current = torch.where(kept, j, current)
+        column = torch.where(kept, j + 1, column)
+        depth = depth + kept.long()
+    tokens = torch.full((batch, nodes + 1), -1, dtype=torch.long, device=device)
+    tokens[:, :nodes] = torch.where(path >= 0, draft_token_ids.gather(1, path.clamp_min(0)), -1)
+    tokens[rows, depth] = target_ids.gather(1, column[:, None])[:, 0]
+    return TreeVerdict(tokens=tokens, num_accepted=depth, path=path, tried=tried,
+                       accept_probs=accept_probs, p_of_draft=p_of_draft, q_of_draft=q_of_draft)
+
+
 def _check_inputs(target_probs, draft_probs, draft_token_ids, parents, num_drafts) -> None:
     if not isinstance(target_probs, torch.Tensor) or target_probs.dim() != 3:
         raise ValueError(f"target_probs must be a tensor [B, N+1, V], got "

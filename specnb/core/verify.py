@@ -115,6 +115,31 @@ def verify(target_probs, draft_probs, draft_token_ids, bonus_token_ids, *, num_d
                    coin_accepts=coin_accepts, p_of_draft=p_of_draft, q_of_draft=q_of_draft)
 
 
+def greedy_verify(target_ids, draft_probs, draft_token_ids, *, num_drafts=None) -> Verdict:
+    """`verify` at temperature 0, from the target's argmax ids `[B, γ+1]` (`greedy_ids` of the
+    logits at [pending, drafts]) instead of their one-hot laws: the same Verdict, bit for bit.
+
+    With p one-hot at t, min(1, p(x)/q(x)) is 1 if x = t and 0 otherwise, and the token after
+    the accepted drafts is t wherever the walk stops (the residual (p − q)+ is positive at t
+    alone; the bonus is the argmax after the last draft): so the emitted tokens are the target's
+    argmaxes at positions 0..n. No V-wide tensor is touched except q at the drafted tokens.
+    """
+    batch, gamma = draft_token_ids.shape
+    if num_drafts is None:
+        num_drafts = torch.full((batch,), gamma, dtype=torch.long, device=target_ids.device)
+    matches = draft_token_ids == target_ids[:, :gamma]
+    p_of_draft = matches.float()
+    q_of_draft = torch.ones_like(p_of_draft) if draft_probs is None else \
+        draft_probs.gather(-1, draft_token_ids.unsqueeze(-1)).squeeze(-1)
+    # min(1, p/q), and a q = 0 token accepted iff p > 0 (as `accept_probability`)
+    accept_probs = p_of_draft.clone()
+    num_accepted = leading_accepted(matches, num_drafts)
+    positions = torch.arange(gamma + 1, device=target_ids.device).unsqueeze(0)
+    tokens = torch.where(positions <= num_accepted.unsqueeze(1), target_ids, -1)
+    return Verdict(tokens=tokens, num_accepted=num_accepted, accept_probs=accept_probs,
+                   coin_accepts=matches, p_of_draft=p_of_draft, q_of_draft=q_of_draft)
+
+
 # The parts every acceptance rule shares (exact `verify` here, `typical_verify` in typical.py).
 
 def draft_probabilities(target_probs, draft_probs, draft_token_ids, num_drafts):

@@ -39,12 +39,14 @@ class Run:
     """State of one batched generation, from the prompts' fill to the result."""
 
     def __init__(self, target, drafter, prompts, *, max_new_tokens, temperature, generator,
-                 eos_ids, schedule, verify, tree_verify=None, draft_max_len=None,
+                 eos_ids, schedule, verify, tree_verify=None, greedy=False, draft_max_len=None,
                  disable_by_batch_size=None):
         self.drafter, self.temperature, self.generator = drafter, temperature, generator
         # verify: the acceptance rule (exact `verify` or `typical_verify`, parameters bound);
         # tree_verify: the rule for token trees (None: trees are refused).
         self.schedule, self.verify, self.tree_verify = schedule, verify, tree_verify
+        # greedy: T = 0 with the exact rule, checked from the target's argmax ids alone
+        self.greedy = greedy
         self.draft_max_len, self.disable_by_batch_size = draft_max_len, disable_by_batch_size
         schedule.start(len(prompts))
         self.eos_ids, self.max_new_tokens = eos_ids, max_new_tokens
@@ -105,18 +107,23 @@ class Run:
         pending = torch.full((parents.shape[0], 1), -1, dtype=parents.dtype, device=parents.device)
         return torch.cat([pending, parents.clamp_min(-1) + 1], 1)
 
-    def record(self, budget, proposal, verdict, kept, target_probs) -> Step:
-        """One host read per step: fill the trace and the stats, and tell the drafter."""
+    def record(self, budget, proposal, verdict, kept, target) -> Step:
+        """One host read per step: fill the trace and the stats, and tell the drafter.
+        `target` is what the drafts were checked against: the laws `[A, K+1, V]`, or greedy,
+        the argmax ids `[A, K+1]`."""
         width = proposal.token_ids.shape[1]
         tree = proposal.parents is not None
-        # The law each draft was checked against: its parent's column (a chain: the one before).
-        laws = target_probs[:, :width] if not tree or proposal.probs is None else \
-            target_probs.gather(1, (proposal.parents + 1).clamp_min(0)[..., None].expand(
-                -1, -1, target_probs.shape[-1]))
         if proposal.probs is None:
             overlap = verdict.p_of_draft
-        else:
-            overlap = torch.minimum(laws, proposal.probs).sum(-1)  # [A, K]
+        else:  # Σ min(p, q) against the law each draft was checked at (a tree: its parent's)
+            columns = (proposal.parents + 1).clamp_min(0) if tree else \
+                torch.arange(width, device=self.device).expand(len(self.row_ids), -1)
+            if target.dim() == 2:  # p one-hot at the argmax: Σ min(p, q) = q(argmax)
+                argmax = target.gather(1, columns).clamp_min(0)
+                overlap = proposal.probs.gather(-1, argmax.unsqueeze(-1)).squeeze(-1)
+            else:
+                laws = target.gather(1, columns[..., None].expand(-1, -1, target.shape[-1]))
+                overlap = torch.minimum(laws, proposal.probs).sum(-1)  # [A, K]
         branch = {}
         if tree:  # where each node sits and what became of it
             columns = kept_columns(verdict.path)

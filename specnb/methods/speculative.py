@@ -10,12 +10,12 @@ import torch
 
 from functools import partial
 
-from ..core.sampler import draw, logits_to_probs
+from ..core.sampler import draw, greedy_ids, logits_to_probs
 from ..core.typical import POSTERIOR_ALPHA, POSTERIOR_THRESHOLD, check_typical_parameters, \
     typical_verify
 from ..core.tree import kept_columns
-from ..core.tree_verify import tree_verify
-from ..core.verify import verify
+from ..core.tree_verify import TreeVerdict, greedy_tree_verify, tree_verify
+from ..core.verify import Verdict, greedy_verify, verify
 from ..core.verify import verify as exact_verify  # `verify` may be swapped (course, tests)
 from ..drafters import Drafter, ModelDrafter
 from ..core.args import check_int
@@ -41,29 +41,14 @@ def speculate(run: Run) -> None:
 
         # 2. Score: one target forward over [pending token, drafts] gives p at K+1 positions.
         fed = torch.cat([run.pending.unsqueeze(1), proposal.token_ids], 1)  # [A, K+1]
-        target_probs = logits_to_probs(run.target_lm.forward(fed, tree=tree),
-                                       run.temperature)  # [A, K+1, V]
+        logits = run.target_lm.forward(fed, tree=tree)
 
+        # 3. Verify: each row keeps a prefix of its drafts (a tree: a branch), then one token of
+        #    the target's own. Greedy with the exact rule, p is the one-hot of the target's
+        #    argmax and checking only compares ids: the same verdict, without [A, K+1, V] laws.
+        target = greedy_ids(logits) if run.greedy else logits_to_probs(logits, run.temperature)
         with run.timer("verify"):
-            if tree is None:
-                # 3. Verify: keep a prefix of each row's drafts, then one token of the target's
-                #    own: from the residual at the first rejection, else the bonus after the
-                #    last draft.
-                at_bonus = proposal.num_drafts.view(-1, 1, 1).expand(-1, 1,
-                                                                     target_probs.shape[-1])
-                bonus = draw(target_probs.gather(1, at_bonus).squeeze(1), run.temperature,
-                             generator=run.generator, check=False)  # [A]
-                #    (`run.verify` is the acceptance rule: exact `verify`, or `typical_verify`.)
-                verdict = run.verify(target_probs[:, :width], proposal.probs,
-                                     proposal.token_ids, bonus.unsqueeze(1),
-                                     num_drafts=proposal.num_drafts, generator=run.generator,
-                                     check=False)
-            else:
-                # 3. Verify a tree: walk down from the pending token trying siblings in turn;
-                #    the token drawn where the walk stops is the rule's own (no bonus apart).
-                verdict = run.tree_verify(target_probs, proposal.probs, proposal.token_ids,
-                                          proposal.parents, num_drafts=proposal.num_drafts,
-                                          generator=run.generator, check=False)
+            verdict = (verify_greedy if run.greedy else verify_drafts)(run, proposal, target, tree)
 
         # 4. Roll back: the target forgets each row's rejected (and padding) drafts.
         if tree is None:
@@ -76,7 +61,35 @@ def speculate(run: Run) -> None:
         kept = run.out.extend(run.rows, verdict.tokens)
 
         # The drafter rolls its own state back, given what each row kept (and the features).
-        run.drafter.update(run.record(budget, proposal, verdict, kept, target_probs))
+        run.drafter.update(run.record(budget, proposal, verdict, kept, target))
+
+
+def verify_drafts(run: Run, proposal, target_probs, tree) -> Verdict | TreeVerdict:
+    """Step 3 against the target's laws `target_probs [A, K+1, V]`. A chain: accept a prefix
+    of each row's drafts, then emit a token from the residual at the first rejection, else the
+    bonus after the last draft. A tree: walk down from the pending token trying siblings in
+    turn; the token drawn where the walk stops is the rule's own (no bonus apart)."""
+    if tree is not None:
+        return run.tree_verify(target_probs, proposal.probs, proposal.token_ids,
+                               proposal.parents, num_drafts=proposal.num_drafts,
+                               generator=run.generator, check=False)
+    at_bonus = proposal.num_drafts.view(-1, 1, 1).expand(-1, 1, target_probs.shape[-1])
+    bonus = draw(target_probs.gather(1, at_bonus).squeeze(1), run.temperature,
+                 generator=run.generator, check=False)  # [A]
+    # (`run.verify` is the acceptance rule: exact `verify`, or `typical_verify`.)
+    return run.verify(target_probs[:, :proposal.token_ids.shape[1]], proposal.probs,
+                      proposal.token_ids, bonus.unsqueeze(1), num_drafts=proposal.num_drafts,
+                      generator=run.generator, check=False)
+
+
+def verify_greedy(run: Run, proposal, target_ids, tree) -> Verdict | TreeVerdict:
+    """Step 3 at T = 0 with the exact rule, from the target's argmax ids `[A, K+1]`: what
+    `verify_drafts` decides on their one-hot laws, bit for bit (tests/test_greedy_verify.py)."""
+    if tree is not None:
+        return greedy_tree_verify(target_ids, proposal.probs, proposal.token_ids,
+                                  proposal.parents, num_drafts=proposal.num_drafts)
+    return greedy_verify(target_ids, proposal.probs, proposal.token_ids,
+                         num_drafts=proposal.num_drafts)
 
 
 def generate(target, drafter, input_ids, *, gamma, max_new_tokens, temperature, generator,
@@ -91,11 +104,10 @@ def generate(target, drafter, input_ids, *, gamma, max_new_tokens, temperature, 
     schedule = as_schedule(gamma)
     rule = acceptance_rule(acceptance, posterior_threshold, posterior_alpha)
     # Trees have one rule, the exact one; a lossy or plugged chain rule cannot check them.
-    tree_rule = partial(tree_verify, greedy=temperature == 0) if rule is exact_verify else None
-    if temperature == 0 and rule is exact_verify:
-        # p is one-hot: the residual's argmax is its sample, without V exponentials. Only for
-        # the library's own rule: a rule plugged in (a course's, a test's) is called as it is.
-        rule = partial(exact_verify, greedy=True)
+    tree_rule = tree_verify if rule is exact_verify else None
+    # Greedy with the library's own rule: verification compares argmax ids (`run.greedy`).
+    # A rule plugged in (a course's, a test's) is called as it is, on one-hot laws.
+    greedy = temperature == 0 and rule is exact_verify
     if draft_max_len is not None:
         draft_max_len = check_int("draft_max_len", draft_max_len, 1)
     if disable_by_batch_size is not None:
@@ -107,7 +119,7 @@ def generate(target, drafter, input_ids, *, gamma, max_new_tokens, temperature, 
         run = Run(target, drafter, prompts, max_new_tokens=max_new_tokens,
                   temperature=temperature, generator=generator,
                   eos_ids=eos_token_ids(target, eos_token_id), schedule=schedule, verify=rule,
-                  tree_verify=tree_rule, draft_max_len=draft_max_len,
+                  tree_verify=tree_rule, greedy=greedy, draft_max_len=draft_max_len,
                   disable_by_batch_size=disable_by_batch_size)
         speculate(run)
         return run.result(method)

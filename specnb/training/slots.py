@@ -23,6 +23,8 @@ between calls of `generate_stream`.
 
 import torch
 
+from ..core.sampler import argmax
+
 
 class SlotCache:
     """Keys and values of R rows × S columns per layer, written in place.
@@ -134,7 +136,7 @@ def generate_stream(target, jobs, *, rows: int, max_new_tokens: int, eos_id: int
         """Next token of each of `slots` from its logits [n, V]; records its top-k."""
         logp = logits.float().log_softmax(-1)
         top_logp, top_ids = logp.topk(top_k, dim=-1)
-        tokens = logits.argmax(-1).cpu()  # greedy: the argmax of the logits, as generate
+        tokens = argmax(logits).cpu()  # greedy: the argmax of the logits, as generate
         temperatures = torch.tensor([float(slot_job[int(s)][2]) for s in slots])
         for temperature in temperatures.unique().tolist():
             if temperature == 0:
