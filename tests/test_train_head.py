@@ -35,7 +35,8 @@ def run(head, entries, heldout, checkpoint, **overrides):
     return train_head.train(head, entries, heldout, **{**settings, **overrides})
 
 
-def test_a_stopped_run_resumes_to_the_same_result(tmp_path, monkeypatch):
+@pytest.mark.parametrize("bf16", [False, True])
+def test_a_stopped_run_resumes_to_the_same_result(tmp_path, monkeypatch, bf16):
     target = tiny_llama(3)
     vocab, hidden = target.config.vocab_size, target.config.hidden_size
     head = random_head(target, seed=1, layers=LAYERS, std=0.05).head
@@ -45,7 +46,7 @@ def test_a_stopped_run_resumes_to_the_same_result(tmp_path, monkeypatch):
     heldout = [train_head.to_entries(e, table) for e in fake_examples(vocab, hidden, 3, seed=1)]
     start = {k: v.clone() for k, v in head.state_dict().items()}
 
-    history, best_epoch = run(head, entries, heldout, None)
+    history, best_epoch = run(head, entries, heldout, None, bf16=bf16)
     finished = {k: v.clone() for k, v in head.state_dict().items()}
     assert any(not torch.equal(start[k], finished[k]) for k in start)  # it did train
 
@@ -61,14 +62,14 @@ def test_a_stopped_run_resumes_to_the_same_result(tmp_path, monkeypatch):
 
     monkeypatch.setattr(train_head, "unrolled_loss", stop_at_the_sixth_batch)
     with pytest.raises(KeyboardInterrupt):
-        run(head, entries, heldout, checkpoint)
+        run(head, entries, heldout, checkpoint, bf16=bf16)
     monkeypatch.setattr(train_head, "unrolled_loss", real)
     saved = torch.load(checkpoint, weights_only=False)
     assert (saved["epoch"], saved["done"], len(saved["history"])) == (1, 1, 1)
 
     head.load_state_dict(start)  # a new process starts from fresh weights: they must be replaced
     resumed, resumed_best = run(head, entries, heldout, checkpoint,
-                                generator=torch.Generator().manual_seed(99))
+                                generator=torch.Generator().manual_seed(99), bf16=bf16)
     assert (resumed, resumed_best) == (history, best_epoch)
     for k in finished:
         assert torch.equal(head.state_dict()[k], finished[k]), k
