@@ -18,8 +18,8 @@ Recipe (measured choices are recorded in data/README.md):
    per step, the fraction of positions whose whole chain of k head predictions equals the
    target's; their sum is the expected number of accepted drafts per iteration at γ = steps
    under greedy decoding. The best epoch by that figure is saved, not the last or the lowest loss.
-   Training is resumable: its state goes to `~/.cache/specnb/head-train/` every 10 minutes and
-   after each epoch, and the same command started again continues from there.
+   Training is resumable: its state goes to `~/.cache/specnb/head-data/head-train/` every 10
+   minutes and after each epoch, and the same command started again continues from there.
 5. Then measure the new head's acceptance by rank (`python -m specnb.training.head_ranks`):
    `data/head/ranks.json` chooses the tree shape drafted without γ, and a test refuses a record
    of another head.
