@@ -116,13 +116,13 @@ class Run:
         if proposal.probs is None:
             overlap = verdict.p_of_draft
         else:  # Σ min(p, q) against the law each draft was checked at (a tree: its parent's)
-            columns = (proposal.parents + 1).clamp_min(0) if tree else \
-                torch.arange(width, device=self.device).expand(len(self.row_ids), -1)
+            at = (proposal.parents + 1).clamp_min(0) if tree else None
             if target.dim() == 2:  # p one-hot at the argmax: Σ min(p, q) = q(argmax)
-                argmax = target.gather(1, columns).clamp_min(0)
+                argmax = (target[:, :width] if at is None else target.gather(1, at)).clamp_min(0)
                 overlap = proposal.probs.gather(-1, argmax.unsqueeze(-1)).squeeze(-1)
-            else:
-                laws = target.gather(1, columns[..., None].expand(-1, -1, target.shape[-1]))
+            else:  # a chain's laws are a view; a tree's are gathered
+                laws = target[:, :width] if at is None else \
+                    target.gather(1, at[..., None].expand(-1, -1, target.shape[-1]))
                 overlap = torch.minimum(laws, proposal.probs).sum(-1)  # [A, K]
         branch = {}
         if tree:  # where each node sits and what became of it
