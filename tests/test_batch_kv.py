@@ -67,14 +67,19 @@ def test_ragged_feeds_and_rollbacks_match_rows_alone(model, compact_every):
     assert_rows_match(model, lm, [s + [t] for s, t in zip(sequences, [1, 2, 3])], logits)
 
 
-def test_rollback_crops_slots_no_row_uses(model):
+def test_rollback_leaves_holes_until_they_pile_up(model, monkeypatch):
     lm = BatchedCachedLM(model)
     lm.prefill([[1, 2], [3, 4]])
     lm.forward(torch.tensor([[5, 6, 7], [8, 9, 10]]))
     lm.rollback(torch.tensor([3, 1]))  # row 0 back to 2 tokens, row 1 keeps 8, 9
-    assert lm.num_slots == 4 and lm.lengths.tolist() == [2, 4]
-    lm.rollback(torch.tensor([0, 2]))
-    assert lm.num_slots == 2
+    # The rolled-back slots stay, masked (cropping them cost more than attending over them).
+    assert lm.num_slots == 5 and lm.lengths.tolist() == [2, 4]
+    assert lm.valid.tolist() == [[True, True, False, False, False], [True, True, True, True, False]]
+    monkeypatch.setattr("specnb.core.batch_kv.MAX_HOLES", 1)
+    lm.rollback(torch.tensor([0, 2]))  # 5 slots, longest row 2: 3 holes > 1, compacted
+    assert lm.num_slots == 2 and lm.valid.all()
+    assert_rows_match(model, lm, [[1, 2, 11], [3, 4, 12]],
+                      lm.forward(torch.tensor([[11], [12]]), keep=1)[:, -1])
 
 
 def test_select_rows_keeps_the_chosen_rows(model):

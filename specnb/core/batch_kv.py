@@ -12,9 +12,10 @@ attention mask hides padding and rolled-back slots, so every row sees exactly it
     row 1:    a  b  ·  g  h  i          (· = prompt padding, never valid)
 
 Slot 0 holds a real token in every row (prompts are right-padded), so no query ever attends to
-nothing. Holes cost attention work, so trailing slots no row uses are cropped and the cache is
-compacted when holes pile up. Finished rows leave with `select_rows`. Rows that start from the
-same prompt (N copies, as a statistical test runs them) share one prefill forward.
+nothing. Holes cost a little attention work: a tree's trailing ones are cropped, and the cache
+is compacted when holes pile up.
+Finished rows leave with `select_rows`. Rows that start from the same prompt (N copies, as a
+statistical test runs them) share one prefill forward.
 
 It does not sample, verify or decide what to feed; the loops in `specnb.methods` do.
 """
@@ -129,7 +130,8 @@ class BatchedCachedLM(TimedModel):
         is scored as if fed alone; `keep_only` afterwards keeps one branch.
         """
         batch, width = new_ids.shape
-        if new_valid is None:
+        all_real = new_valid is None  # the common case, a few tensor ops cheaper
+        if all_real:
             new_valid = torch.ones_like(new_ids, dtype=torch.bool)
         if self.valid is None:
             self.valid = torch.zeros(batch, 0, dtype=torch.bool, device=self.device)
@@ -137,12 +139,16 @@ class BatchedCachedLM(TimedModel):
         if self.valid.shape[0] != batch:
             raise ValueError(f"new_ids has {batch} rows but the cache holds {self.valid.shape[0]}; "
                              f"use select_rows to drop finished rows first")
-        if tree is None:
-            # Each real token's position is its row's count of real tokens before it.
-            positions = (self.lengths.unsqueeze(1) + new_valid.long().cumsum(1) - 1).clamp_min(0)
-            attention_mask = torch.cat([self.valid, new_valid], dim=1).long()
-        else:
+        if tree is not None:
             positions, attention_mask = self._tree_inputs(tree, new_valid)
+        else:
+            # Each real token's position is its row's count of real tokens before it.
+            if all_real:
+                positions = self.lengths.unsqueeze(1) + torch.arange(width, device=self.device)
+            else:
+                positions = (self.lengths.unsqueeze(1) + new_valid.long().cumsum(1) - 1
+                             ).clamp_min(0)
+            attention_mask = torch.cat([self.valid, new_valid], dim=1).long()
         kwargs = {self._cache_kwarg: self.cache, "use_cache": True, **model_inputs}
         if self.feature_layers:
             kwargs["output_hidden_states"] = True
@@ -153,14 +159,15 @@ class BatchedCachedLM(TimedModel):
 
         self._synchronize()
         start = time.perf_counter()
-        out = self.model(input_ids=torch.where(new_valid, new_ids, self.pad_token_id),
+        out = self.model(input_ids=new_ids if all_real else
+                         torch.where(new_valid, new_ids, self.pad_token_id),
                          attention_mask=attention_mask, position_ids=positions, **kwargs)
         self._synchronize()
         self.log.seconds.append(time.perf_counter() - start)
         self.log.num_tokens.append(batch * width)
 
         self.valid = torch.cat([self.valid, new_valid], dim=1)
-        self.lengths = self.lengths + new_valid.sum(1)
+        self.lengths = self.lengths + (width if all_real else new_valid.sum(1))
         self.model_output = out  # the whole output of the last forward (a draft head reads it)
         if self.feature_layers:
             self.features = torch.stack([out.hidden_states[i] for i in self.feature_layers], 2)
@@ -190,7 +197,7 @@ class BatchedCachedLM(TimedModel):
         dropped = self.valid[:, -width:] & ~kept
         self.valid = torch.cat([self.valid[:, :-width], self.valid[:, -width:] & kept], 1)
         self.lengths = self.lengths - dropped.sum(1)
-        self._tidy()
+        self._tidy(crop=True)
 
     def rollback(self, num_tokens: torch.Tensor) -> None:
         """Forget the last `num_tokens[b]` real tokens of each row b (its rejected drafts)."""
@@ -198,17 +205,23 @@ class BatchedCachedLM(TimedModel):
         rank_from_end = self.valid.flip(1).long().cumsum(1).flip(1)
         self.valid = self.valid & (rank_from_end > num_tokens.unsqueeze(1))
         self.lengths = self.lengths - num_tokens
-        self._tidy()
+        self._tidy(crop=False)
 
-    def _tidy(self) -> None:
-        """Crop the trailing slots no row uses; compact when holes pile up."""
-        # Slots up to the last one any row still uses; with the longest row, one host read.
-        slot_numbers = torch.arange(1, self.num_slots + 1, device=self.device)
-        num_used, longest = torch.stack([(self.valid.any(0) * slot_numbers).max(),
-                                         self.lengths.max()]).tolist()
-        if num_used < self.num_slots:
-            crop_cache(self.cache, self.num_slots - num_used)
-            self.valid = self.valid[:, :num_used]
+    def _tidy(self, crop: bool) -> None:
+        """Compact when holes pile up; until then they stay in place, masked. After a tree
+        chunk (`crop`), first crop the trailing slots no row uses: a tree leaves many. A chain
+        leaves a rejected draft or two: cropping every layer's keys and values for those cost
+        more (60 tensor slices, ~0.4 ms per iteration on a 2-core Xeon) than attending over
+        them, so they wait for the next compaction. One host read either way."""
+        if crop:
+            slot_numbers = torch.arange(1, self.num_slots + 1, device=self.device)
+            num_used, longest = torch.stack([(self.valid.any(0) * slot_numbers).max(),
+                                             self.lengths.max()]).tolist()
+            if num_used < self.num_slots:
+                crop_cache(self.cache, self.num_slots - num_used)
+                self.valid = self.valid[:, :num_used]
+        else:
+            longest = int(self.lengths.max())
         if self.num_slots - longest > MAX_HOLES:
             self.compact()
 

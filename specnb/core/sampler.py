@@ -129,9 +129,11 @@ def greedy_ids(logits: torch.Tensor, *, check=None) -> torch.Tensor:
     ids = argmax(logits)  # a NaN counts as the maximum, so a broken row shows in `best`
     best = logits.gather(-1, ids.unsqueeze(-1)).squeeze(-1)
     usable = torch.isfinite(best)
-    if checking(logits, check) and logits.numel() and not bool(usable.all()):
-        raise ValueError("logits hold NaN or +inf, or a row that is all -inf: no distribution "
-                         "can be made from such a row")
+    if checking(logits, check) and logits.numel():
+        if not bool(usable.all()):
+            raise ValueError("logits hold NaN or +inf, or a row that is all -inf: no "
+                             "distribution can be made from such a row")
+        return ids  # every row usable
     return torch.where(usable, ids, -1)
 
 

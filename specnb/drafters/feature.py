@@ -152,8 +152,7 @@ class FeatureDrafter(Drafter):
         tokens, valid, features = self.unfed
         # Right-aligned: every row's last real entry is the last column, the only logits needed.
         logits = self.lm.forward(tokens, valid, keep=1, features=features)[:, -1]
-        every = torch.arange(tokens.shape[0], device=tokens.device)
-        self._remember(every, torch.full_like(every, tokens.shape[1] - 1), logits)
+        self.next_hidden, self.next_logits = self.lm.model_output.hidden[:, -1], logits
         self.unfed, self.ready = None, True
 
     def propose(self, max_drafts, *, width, temperature, generator) -> Proposal:
@@ -257,9 +256,13 @@ class FeatureDrafter(Drafter):
             self.lm.rollback(torch.full((rows,), self.own_entries, device=step.tokens.device))
         self.own_entries = 0
         counts = step.num_accepted + 1  # kept drafts, then the next token
-        width = int(counts.max())  # one host read for both
-        tokens, valid = right_align(step.tokens, counts, width)
-        features, _ = right_align(step.features, counts, width)
+        fewest, width = torch.stack([counts.min(), counts.max()]).tolist()  # one host read
+        if fewest == width:  # every row kept as many (always, for one row): no gathers
+            tokens, features = step.tokens[:, :width], step.features[:, :width]
+            valid = torch.ones_like(tokens, dtype=torch.bool)
+        else:
+            tokens, valid = right_align(step.tokens, counts, width)
+            features, _ = right_align(step.features, counts, width)
         # Fed when drafting resumes, in one forward: steps without drafts (γ = 0, a disabled
         # batch) cost the head nothing.
         if self.unfed is not None:

@@ -107,11 +107,11 @@ class BatchOutput:
         width = tokens.shape[1]
         slot = self.count[rows].unsqueeze(1) + torch.arange(width, device=tokens.device)  # [A, T]
         is_eos = torch.isin(tokens, self.eos)
-        after_eos = (is_eos.long().cumsum(1) - is_eos.long()) > 0
+        eos_count = is_eos.long()
+        after_eos = eos_count.cumsum(1) > eos_count  # an EOS strictly before this column
         keep = (tokens >= 0) & (slot < self.max_new_tokens) & ~after_eos
         row_index = rows.unsqueeze(1).expand_as(slot)
-        spare = torch.full_like(slot, self.max_new_tokens)
-        self.buffer.index_put_((row_index, torch.where(keep, slot, spare)),
+        self.buffer.index_put_((row_index, torch.where(keep, slot, self.max_new_tokens)),
                                torch.where(keep, tokens, -1))
         kept = keep.sum(1)
         self.count[rows] += kept
