@@ -15,7 +15,7 @@ gives the standalone distilled draft model instead. The layers, lowest first: `c
 from .core import verify
 from .drafters import Drafter, FeatureDrafter, ModelDrafter, NgramDrafter, NoDrafter
 from .methods import CostAwareGamma, DraftedToken, EmittedToken, GenerationResult, Iteration, \
-    Stats, autoregressive, jacobi, prompt_lookup, speculative
+    Stats, autoregressive, jacobi, lookahead, prompt_lookup, speculative
 from .models.data import load_prompts
 from .models.loading import chat_ids, early_exit_draft, load_model
 from .models.pairs import load_pair
@@ -29,5 +29,5 @@ __all__ = [
     "GenerationResult", "Iteration", "ModelDrafter", "NgramDrafter", "NoDrafter", "Stats",
     "autoregressive", "chat_ids", "early_exit_draft", "estimate_alpha", "estimate_cost_ratio",
     "expected_tokens_per_iteration", "jacobi", "load_model", "load_pair", "load_prompts",
-    "optimal_gamma", "predicted_speedup", "prompt_lookup", "speculative", "verify",
+    "lookahead", "optimal_gamma", "predicted_speedup", "prompt_lookup", "speculative", "verify",
 ]

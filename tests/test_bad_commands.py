@@ -36,6 +36,8 @@ ROWS = [
     ("bench", ["--num-pred", "-1"], "--num-pred must be >= 0"),
     ("bench", ["--ngram-max", "0"], "--ngram-max must be >= 1"),
     ("bench", ["--block", "0"], "--block must be >= 1"),
+    ("bench", ["--lookahead", "5,1,5"], "lookahead takes W,N,G"),
+    ("bench", ["--lookahead", "5,3"], "lookahead takes W,N,G"),
     ("bench", ["--prompts", "-1"], "--prompts must be >= 0"),
     ("bench", ["--temperature", "-1"], "--temperature"),
     ("bench", ["--temperature", "nan"], "--temperature"),

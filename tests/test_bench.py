@@ -28,7 +28,8 @@ def record(tmp_path_factory):
     bench.main(["--prompts", "3", "--max-new-tokens", "12", "--gammas", "2", "3",
                 "--head-gammas", "2",
                 "--warmup", "0", "--repeats", "1", "--num-pred", "4", "--block", "4",
-                "--device", "cpu", "--latency-counts", "1", "2", "--out", str(out)])
+                "--lookahead", "3,2,2", "--device", "cpu", "--latency-counts", "1", "2",
+                "--out", str(out)])
     assert out.with_suffix(".png").exists()
     return json.loads(out.read_text())
 
@@ -48,7 +49,7 @@ def test_record_has_every_method_and_identical_greedy_outputs(record):
     methods = {row["method"] for row in record["rows"]}
     assert methods == {"ours autoregressive", "ours speculative γ=2", "ours speculative γ=3",
                        "ours feature head γ=2", "ours prompt lookup k=4", "ours jacobi block=4",
-                       "HF generate", "HF assisted γ=2", "HF assisted γ=3", "HF assisted default",
+                       "ours lookahead W,N,G=3,2,2", "HF generate", "HF assisted γ=2", "HF assisted γ=3", "HF assisted default",
                        "HF prompt lookup k=4"}
     assert all(row["identical"] for row in record["rows"]), "greedy outputs must all agree"
     assert all(row["new_tokens"] == 12 or row["new_tokens"] < 12 for row in record["rows"])

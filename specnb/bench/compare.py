@@ -2,7 +2,7 @@
 
 Ours: autoregressive, speculative with the distilled draft model (a sweep of γ), speculative
 with the feature head (`--head-gammas`; as token trees, `--head-trees`; merged with prompt
-lookup's branches, `--mixed`), prompt lookup, Jacobi. Peers from transformers on the
+lookup's branches, `--mixed`), prompt lookup, lookahead (`--lookahead W,N,G`), Jacobi. Peers from transformers on the
 same target and prompts: greedy `generate`, `generate(assistant_model=draft)` with the distilled
 draft at a constant γ (a like-for-like comparison) and with its default schedule, and
 `generate(prompt_lookup_num_tokens=k)`; "×best HF" compares with the fastest of those peers.
@@ -37,7 +37,7 @@ from tqdm.auto import tqdm
 from ..core.args import check_out_file
 from ..core.latency import measure_forward_latency
 from ..drafters import FeatureDrafter, MixedDrafter, ModelDrafter, NgramDrafter
-from ..methods import autoregressive, jacobi, prompt_lookup, speculative
+from ..methods import autoregressive, jacobi, lookahead, prompt_lookup, speculative
 from ..methods.schedules import CostAwareGamma
 from ..models.data import DATA_DIR, GROUPS, load_prompts
 from ..models.fast_path import cpu_identity
@@ -195,6 +195,11 @@ def all_methods(args, target, draft, head, cost_aware):
     table[f"ours prompt lookup k={args.num_pred}"] = (args.num_pred, lambda ids, g: prompt_lookup(
         target, ids, num_pred=args.num_pred, ngram_max=args.ngram_max, **common, **sampled,
         generator=g))
+    for window, ngram, candidates in getattr(args, "lookahead", []):
+        # A token tree of window and pooled n-grams (no chain formula predicts it: γ None).
+        table[f"ours lookahead W,N,G={window},{ngram},{candidates}"] = (
+            None, lambda ids, g, w=window, n=ngram, c=candidates: lookahead(
+                target, ids, window=w, ngram=n, candidates=c, **common, **sampled, generator=g))
     if args.temperature == 0:
         table[f"ours jacobi block={args.block}"] = (0, lambda ids, g: jacobi(
             target, ids, block=args.block, **common))
@@ -212,6 +217,19 @@ def all_methods(args, target, draft, head, cost_aware):
         target, ids, **common, **sampled, generator=g, prompt_lookup_num_tokens=args.num_pred,
         max_matching_ngram_size=args.ngram_max))
     return table
+
+
+def lookahead_settings(text: str) -> tuple:
+    """argparse type: "5,3,5" -> (5, 3, 5): lookahead's window W >= 1, n-gram size N >= 2 and
+    candidates G >= 1."""
+    try:
+        values = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        values = ()
+    if len(values) != 3 or values[0] < 1 or values[1] < 2 or values[2] < 1:
+        raise argparse.ArgumentTypeError(f"lookahead takes W,N,G: window >= 1, n-gram size >= 2, "
+                                         f"candidates >= 1 (e.g. 5,3,5), got {text!r}")
+    return values
 
 
 def tree_widths(text: str) -> tuple:
@@ -379,8 +397,9 @@ def format_summary(summary: list) -> str:
 # What --methods prefixes can select (names in `all_methods` start with one of these).
 METHOD_STEMS = ("ours autoregressive", "ours feature head γ=", "ours feature head tree=",
                 "ours mixed tree=",
-                "ours speculative γ=", "ours prompt lookup k=", "ours jacobi block=", "HF generate", "HF assisted γ=",
-                "HF assisted default", "HF prompt lookup k=")
+                "ours speculative γ=", "ours prompt lookup k=", "ours lookahead W,N,G=",
+                "ours jacobi block=", "HF generate", "HF assisted γ=", "HF assisted default",
+                "HF prompt lookup k=")
 
 
 def parse_args(argv=None, *, check_prompts: bool = False) -> argparse.Namespace:
@@ -404,6 +423,9 @@ def parse_args(argv=None, *, check_prompts: bool = False) -> argparse.Namespace:
                         help="the head's tree W merged with two prompt-lookup branches (2-token "
                              "matches, up to --num-pred tokens) in one tree (MixedDrafter), "
                              "e.g. 2; none by default")
+    parser.add_argument("--lookahead", type=lookahead_settings, nargs="*", default=[],
+                        metavar="W,N,G", help="lookahead decoding with window W, n-grams of N "
+                        "tokens, G candidates, e.g. 5,3,5 (none by default)")
     parser.add_argument("--methods", nargs="+", default=None, metavar="PREFIX",
                         help="run only methods starting with these, e.g. 'ours feature' 'HF "
                              "assisted' (ours autoregressive and HF generate always run)")

@@ -4,6 +4,7 @@
     NgramDrafter(n_max, n_min)   prompt lookup: copies of what followed the tail n-gram
     FeatureDrafter(head)         a one-layer head reading the target's hidden states (EAGLE-3)
     MixedDrafter(*drafters)      several drafters' guesses merged into one token tree
+    LookaheadDrafter(W, N, G)    lookahead decoding: a Jacobi window and the n-grams it leaves
     NoDrafter()                  proposes nothing: the loop becomes autoregressive decoding
 
 The two that draw from a law q take `stop_below=` (e.g. 0.4): a row stops drafting after a
@@ -21,6 +22,7 @@ import torch
 from .base import Drafter, Proposal, Step
 from .feature import FeatureDrafter
 from .head import FeatureHead, HeadConfig
+from .lookahead import LookaheadDrafter
 from .mixed import MixedDrafter
 from .model import ModelDrafter
 from .ngram import NgramDrafter
@@ -44,5 +46,5 @@ class NoDrafter(Drafter):
         pass
 
 
-__all__ = ["Drafter", "FeatureDrafter", "FeatureHead", "HeadConfig", "MixedDrafter",
-           "ModelDrafter", "NgramDrafter", "NoDrafter", "Proposal", "Step"]
+__all__ = ["Drafter", "FeatureDrafter", "FeatureHead", "HeadConfig", "LookaheadDrafter",
+           "MixedDrafter", "ModelDrafter", "NgramDrafter", "NoDrafter", "Proposal", "Step"]

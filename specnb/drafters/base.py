@@ -42,7 +42,10 @@ class Step:
     `emitted`: the same kept tokens on the host (one list per row, cut at EOS and budget);
     `features [A, K+1, L, H]`: the target's hidden states at the fed positions (the pending
     token, then the drafts; for a tree, the pending token then the accepted branch), or None
-    when the drafter asked for none; `proposed_width`: K.
+    when the drafter asked for none; `proposed_width`: K; `target_ids [A, K+1]`: the target's
+    argmax at every fed column (the pending token, then each draft or tree node; -1 where a row
+    had no distribution), or None unless the drafter sets `reads_target_ids` (lookahead reads
+    its next Jacobi guesses there).
     """
 
     tokens: torch.Tensor
@@ -50,6 +53,7 @@ class Step:
     emitted: list
     features: torch.Tensor | None
     proposed_width: int
+    target_ids: torch.Tensor | None = None
 
 
 def check_stop_below(stop_below):
@@ -67,6 +71,7 @@ class Drafter:
     """Base class: subclasses implement `start`, `propose`, `update`, `select_rows`."""
 
     feature_layers: tuple = ()  # target hidden states this drafter reads (indices), none by default
+    reads_target_ids: bool = False  # True: `Step.target_ids` holds the target's argmax per column
     # Early stop (drafters that draw from a law q): a row stops drafting after a token whose
     # q(token) < stop_below. See `stops`.
     stop_below: float | None = None

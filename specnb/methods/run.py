@@ -15,6 +15,7 @@ import torch
 
 from ..core.batch_kv import BatchedCachedLM
 from ..core.host import to_host
+from ..core.sampler import argmax
 from ..core.tree import kept_columns
 from ..drafters.base import Step
 from ..drafters.model import pad_token_id
@@ -118,8 +119,8 @@ class Run:
         else:  # Σ min(p, q) against the law each draft was checked at (a tree: its parent's)
             at = (proposal.parents + 1).clamp_min(0) if tree else None
             if target.dim() == 2:  # p one-hot at the argmax: Σ min(p, q) = q(argmax)
-                argmax = (target[:, :width] if at is None else target.gather(1, at)).clamp_min(0)
-                overlap = proposal.probs.gather(-1, argmax.unsqueeze(-1)).squeeze(-1)
+                best = (target[:, :width] if at is None else target.gather(1, at)).clamp_min(0)
+                overlap = proposal.probs.gather(-1, best.unsqueeze(-1)).squeeze(-1)
             else:  # a chain's laws are a view; a tree's are gathered
                 laws = target[:, :width] if at is None else \
                     target.gather(1, at[..., None].expand(-1, -1, target.shape[-1]))
@@ -178,7 +179,12 @@ class Run:
             columns = torch.cat([pending, path.clamp_min(-1) + 1], 1)  # -1 after: column 0
             features = features.gather(1, columns[:, :, None, None].expand(
                 -1, -1, *features.shape[2:]))
-        return Step(verdict.tokens, verdict.num_accepted, emitted_rows, features, width)
+        target_ids = None
+        if self.drafter.reads_target_ids:  # greedy: the ids checked against; else their laws'
+            target_ids = target if target.dim() == 2 else \
+                torch.where(target.isfinite().all(-1), argmax(target), -1)
+        return Step(verdict.tokens, verdict.num_accepted, emitted_rows, features, width,
+                    target_ids)
 
     def drop_finished(self) -> bool:
         """Drop finished rows from the batch and every cache; False when none is left."""
