@@ -186,7 +186,7 @@ class FeatureDrafter(Drafter):
                 probs.append(q.new_zeros(rows, vocab).scatter_(
                     1, draft_to_target.expand(rows, -1), q))
             ids.append(torch.where(drawn >= 0, draft_to_target[drawn.clamp_min(0)], -1))
-            num_drafts += (~stopped & (j < max_drafts)).long()  # nothing after a stop counts
+            num_drafts += ~stopped & (j < max_drafts)  # nothing after a stop counts
             stopped |= self.stops(ids[-1], drawn, self.eos, q=q, logits=logits,
                                   temperature=temperature)
             # Every row stopped: the rest would never be counted. A host read, so the CPU only
@@ -259,20 +259,25 @@ class FeatureDrafter(Drafter):
         fewest, width = torch.stack([counts.min(), counts.max()]).tolist()  # one host read
         if fewest == width:  # every row kept as many (always, for one row): no gathers
             tokens, features = step.tokens[:, :width], step.features[:, :width]
-            valid = torch.ones_like(tokens, dtype=torch.bool)
+            valid = None  # every entry real
         else:
             tokens, valid = right_align(step.tokens, counts, width)
             features, _ = right_align(step.features, counts, width)
         # Fed when drafting resumes, in one forward: steps without drafts (γ = 0, a disabled
         # batch) cost the head nothing.
         if self.unfed is not None:
-            tokens, valid, features = (torch.cat([old, new], 1) for old, new in
-                                       zip(self.unfed, (tokens, valid, features)))
-        self.unfed = (tokens.clamp_min(0), valid, features)
+            old_tokens, old_valid, old_features = self.unfed
+            if (old_valid is None) != (valid is None):
+                old_valid, valid = (torch.ones_like(t, dtype=torch.bool) if v is None else v
+                                    for t, v in ((old_tokens, old_valid), (tokens, valid)))
+            tokens, features = torch.cat([old_tokens, tokens], 1), \
+                torch.cat([old_features, features], 1)
+            valid = None if valid is None else torch.cat([old_valid, valid], 1)
+        self.unfed = (tokens.clamp_min(0), valid, features)  # valid None: every entry real
 
     def select_rows(self, keep) -> None:
         self.lm.select_rows(keep)
         if self.unfed is not None:
-            self.unfed = tuple(part[keep] for part in self.unfed)
+            self.unfed = tuple(None if part is None else part[keep] for part in self.unfed)
         if self.ready:
             self.next_hidden, self.next_logits = self.next_hidden[keep], self.next_logits[keep]
