@@ -199,13 +199,14 @@ class BatchedCachedLM(TimedModel):
         self.lengths = self.lengths - dropped.sum(1)
         self._tidy(crop=True)
 
-    def rollback(self, num_tokens: torch.Tensor) -> None:
-        """Forget the last `num_tokens[b]` real tokens of each row b (its rejected drafts)."""
+    def rollback(self, num_tokens: torch.Tensor, *, crop: bool = False) -> None:
+        """Forget the last `num_tokens[b]` real tokens of each row b (its rejected drafts);
+        `crop`: also drop the trailing slots no row uses now (see `_tidy`)."""
         # rank_from_end is 1 for a row's last real slot, 2 for the one before, ...
         rank_from_end = self.valid.flip(1).long().cumsum(1).flip(1)
         self.valid = self.valid & (rank_from_end > num_tokens.unsqueeze(1))
         self.lengths = self.lengths - num_tokens
-        self._tidy(crop=False)
+        self._tidy(crop=crop)
 
     def _tidy(self, crop: bool) -> None:
         """Compact when holes pile up; until then they stay in place, masked. After a tree
