@@ -36,16 +36,23 @@ $(EXTRA)%: $(READY)
 run: $(READY)
 	$(PY) -m specnb
 
+# Tests run in parallel (pytest-xdist): one worker per core, each test file or notebook whole on
+# one worker (nbval runs a notebook's cells in order, in one kernel), one torch thread per worker
+# so that they do not fight over the cores (README, Tests). `make test TEST_WORKERS=0` runs it
+# in one process.
+TEST_WORKERS ?= auto
+PARALLEL := OMP_NUM_THREADS=1 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
+
 test: $(EXTRA)test $(OLDEST)
-	$(PY) -m pytest --durations=15
-	PYTHONPATH=$(OLDEST) $(PY) -m pytest -q -o addopts="" -p no:cacheprovider \
+	$(PARALLEL) --durations=15
+	PYTHONPATH=$(OLDEST) $(PARALLEL) -q -o addopts="" -p no:cacheprovider \
 		tests/test_kv.py tests/test_methods_greedy.py tests/test_batch_kv.py \
 		tests/test_feature_head.py
 
 # The quick tier: tiny in-memory models only. nbval is switched off (so no notebook is even
 # collected) and with it the nbval options of pyproject's addopts.
 test-fast: $(EXTRA)test
-	$(PY) -m pytest -p no:nbval -o addopts="-ra" \
+	$(PARALLEL) -p no:nbval -o addopts="-ra" \
 		-m "not embedded and not notebooks and not slow and not browser" tests
 
 # The same checked notebook outputs and exactness tests with the kernels another CPU would run
