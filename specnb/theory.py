@@ -78,6 +78,20 @@ def predicted_with_block_cost(alpha: float, gamma: int, cost_ratio: float,
         gamma * cost_ratio + block_cost)
 
 
+def predicted_from_counts(tokens_per_forward: float, fed_per_forward: float,
+                          latency: dict) -> float:
+    """Speed over autoregressive decoding from counts alone, for methods with no draft model
+    (prompt lookup, Jacobi, lookahead): tokens per target forward over the cost, in one-token
+    forwards, of a forward that feeds `fed_per_forward` tokens (`relative_cost`). The loop's own
+    work is not counted.
+
+    Example: 1.2 tokens per forward, 10 fed, t(10) / t(1) = 2 -> 0.6.
+    """
+    if not tokens_per_forward > 0:
+        raise ValueError(f"tokens_per_forward must be > 0, got {tokens_per_forward}")
+    return tokens_per_forward / relative_cost(latency, fed_per_forward)
+
+
 def optimal_gamma(alpha: float, cost_ratio: float, max_gamma: int = 64) -> int:
     """The γ in [0, max_gamma] with the highest predicted speedup (γ* of the notebooks)."""
     if int(max_gamma) != max_gamma or max_gamma < 0:

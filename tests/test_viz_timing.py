@@ -10,7 +10,7 @@ import specnb
 from specnb.viz.timing import (format_clock, format_race, gamma_table, load_records,
                                plot_clock_against_theory, plot_latency_curves,
                                plot_speedup_vs_gamma)
-from specnb.theory import predicted_with_block_cost, relative_cost
+from specnb.theory import predicted_from_counts, predicted_with_block_cost, relative_cost
 
 
 def spec_line(gamma, speedup, predicted, alpha, cost):
@@ -102,6 +102,16 @@ def test_relative_cost_interpolates():
     assert relative_cost(latency, 3) == pytest.approx(1.6)
     with pytest.raises(ValueError, match="outside"):
         relative_cost(latency, 8)
+
+
+def test_predicted_from_counts_divides_by_the_cost_of_what_is_fed():
+    latency = {"token_counts": [1, 2, 4, 12], "median_ms": [10.0, 12.0, 20.0, 30.0]}
+    assert predicted_from_counts(1.0, 1, latency) == 1.0  # autoregressive decoding
+    assert predicted_from_counts(1.2, 8, latency) == pytest.approx(1.2 / 2.5)
+    with pytest.raises(ValueError, match="outside"):
+        predicted_from_counts(1.2, 16, latency)
+    with pytest.raises(ValueError, match="tokens_per_forward"):
+        predicted_from_counts(0.0, 2, latency)
 
 
 def test_predicted_with_block_cost_hand_computed():

@@ -51,6 +51,7 @@ class LookaheadDrafter(Drafter):
         self.window = check_int("window", window, 1)
         self.ngram = check_int("ngram", ngram, 2)
         self.candidates = check_int("candidates", candidates, 1)
+        self.nodes = self._lookahead_nodes()  # the same layout every step
 
     def __repr__(self) -> str:
         return (f"LookaheadDrafter(window={self.window}, ngram={self.ngram}, "
@@ -80,7 +81,7 @@ class LookaheadDrafter(Drafter):
         self.columns = [None] * len(prompts)  # per row, fed column of node (level, column)
         self.ngrams_pooled = 0
 
-    def _lookahead_nodes(self):
+    def _lookahead_nodes(self) -> list:
         """(level, column, parent key) of the lookahead branch, parents first; (0, 0) is the
         pending token itself, so it is not a node."""
         nodes = [(0, c, (0, c - 1)) for c in range(1, self.window)]
@@ -88,20 +89,20 @@ class LookaheadDrafter(Drafter):
         return nodes
 
     def propose(self, max_drafts, *, width, temperature, generator) -> Proposal:
-        rows = []
+        rows, info = [], []
         for b, budget in enumerate(max_drafts.tolist()):
+            grams = self.pools[b].get(self.sequences[b][-1], [])
+            info.append({"pooled": len(grams)})
             if budget <= 0:
                 rows.append(([], [], 0))
                 self.columns[b] = None
                 continue
-            pending = self.sequences[b][-1]
-            pooled = [cut_after_eos(list(g)[:budget], self.eos_ids)
-                      for g in self.pools[b].get(pending, [])]
+            pooled = [cut_after_eos(list(g)[:budget], self.eos_ids) for g in grams]
             tokens, parents = trie(pooled)
             index = {(0, 0): -1}  # node key -> node index (-1: the pending token)
             late = []  # lookahead nodes deeper than the budget: fed, read back, never accepted
             level_tokens = self.windows[b]
-            for j, c, parent in self._lookahead_nodes():
+            for j, c, parent in self.nodes:
                 if j + c > budget:
                     late.append((j, c, parent))
                     continue
@@ -122,8 +123,6 @@ class LookaheadDrafter(Drafter):
             token_ids[b, :len(tokens)] = torch.tensor(tokens, dtype=torch.long)
             parent_ids[b, :len(parents)] = torch.tensor(parents, dtype=torch.long)
         num_drafts = torch.tensor([n for _, _, n in rows], dtype=torch.long)
-        info = [{"pooled": len(self.pools[b].get(self.sequences[b][-1], []))}
-                for b in range(len(rows))]
         return Proposal(token_ids.to(self.device), num_drafts.to(self.device), None, info,
                         parent_ids.to(self.device))
 
