@@ -25,7 +25,7 @@ def bench_run(test):
 @pytest.fixture(scope="module")
 def record(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench") / "bench.json"
-    bench.main(["--prompts", "3", "--max-new-tokens", "12", "--gammas", "2", "3",
+    bench.main(["--ids", "sleep-tips", "rename-total", "--max-new-tokens", "12", "--gammas", "2", "3",
                 "--head-gammas", "2",
                 "--warmup", "0", "--repeats", "1", "--num-pred", "4", "--block", "4",
                 "--lookahead", "3,2,2", "--device", "cpu", "--latency-counts", "1", "2",
