@@ -38,10 +38,10 @@ run: $(READY)
 
 # Tests run in parallel (pytest-xdist): one worker per core, each test file or notebook whole on
 # one worker (nbval runs a notebook's cells in order, in one kernel), one torch thread per worker
-# so that they do not fight over the cores (README, Tests). `make test TEST_WORKERS=0` runs it
-# in one process.
+# so that they do not fight over the cores (README, Tests); longest files first (conftest.py).
+# `make test TEST_WORKERS=0` runs it in one process.
 TEST_WORKERS ?= auto
-PARALLEL := OMP_NUM_THREADS=1 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
+PARALLEL := OMP_NUM_THREADS=1 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 test: $(EXTRA)test $(OLDEST)
 	$(PARALLEL) --durations=15

@@ -8,7 +8,7 @@
 - `browser`: tests/test_browser.py, JupyterLab in headless Chromium (marked in that module).
 
 `make test` runs every tier; `make test-fast` deselects `embedded`, `notebooks`, `slow` and
-`browser`.
+`browser`. Files holding long items run first (`longest_files_first`).
 This file lives at the root so it applies however pytest is pointed at tests/ or notebooks/.
 """
 
@@ -24,6 +24,22 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.notebooks)
         if EMBEDDED_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.embedded)
+    longest_files_first(items)
+
+
+def longest_files_first(items) -> None:
+    """Notebooks first, then files with a `slow` or `browser` item, then the rest; each file's
+    items keep their order (a notebook's cells run in order). `make test`'s workers (pytest-xdist,
+    `--dist loadfile --no-loadscope-reorder`) take whole files in this order: a long notebook
+    started last would leave the other core idle while it ran, started first it has the short
+    files fill in around it."""
+    heavy = {}
+    for item in items:
+        file = item.nodeid.split("::", 1)[0]
+        tier = 0 if item.get_closest_marker("notebooks") else \
+            1 if item.get_closest_marker("slow") or item.get_closest_marker("browser") else 2
+        heavy[file] = min(heavy.get(file, 2), tier)
+    items.sort(key=lambda item: heavy[item.nodeid.split("::", 1)[0]])  # stable
 
 
 def pytest_terminal_summary(terminalreporter):
