@@ -115,3 +115,10 @@ def test_a_stale_cache_is_caught(pair, monkeypatch):
 def test_bad_parameters_are_refused_by_name(target, prompts, name, value):
     with pytest.raises(ValueError, match=name):
         specnb.lookahead(target, prompts[0], max_new_tokens=4, **{name: value})
+
+
+def test_a_window_wider_than_the_context_is_refused(target, prompts):
+    context = target.config.max_position_embeddings
+    with pytest.raises(ValueError, match="choose a smaller window"):
+        specnb.lookahead(target, prompts[0], window=context, ngram=2, candidates=1,
+                         max_new_tokens=4)

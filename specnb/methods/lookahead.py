@@ -19,6 +19,16 @@ def lookahead(target, input_ids, *, window=5, ngram=3, candidates=5, max_new_tok
     `candidates` pooled n-grams (`ngram` tokens) per iteration. Each forward feeds
     1 + (window - 1) + window·(ngram - 2) + up to candidates·(ngram - 1) tokens."""
     drafter = LookaheadDrafter(window, ngram, candidates)
+    # Window nodes beyond the token budget are fed all the same (their argmax refines the window),
+    # so the widest forward must fit the model's context after the longest possible sequence.
+    fed = window + window * (ngram - 2) + candidates * (ngram - 1)
+    context = getattr(getattr(target, "config", None), "max_position_embeddings", None)
+    length = input_ids.shape[-1] if hasattr(input_ids, "shape") else max(map(len, input_ids))
+    if context is not None and length + max_new_tokens + fed > context:
+        raise ValueError(f"window={window}, ngram={ngram}, candidates={candidates} feed up to {fed} "
+                         f"tokens per forward; after {length} prompt and {max_new_tokens} new "
+                         f"tokens that exceeds the model's context of {context}: choose a smaller "
+                         f"window (or ngram, candidates)")
     return generate(target, drafter, input_ids, gamma=drafter.depth,
                     max_new_tokens=max_new_tokens, temperature=temperature,
                     generator=generator, eos_token_id=eos_token_id,
