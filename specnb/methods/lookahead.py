@@ -8,6 +8,7 @@ output, token for token).
 """
 
 from ..drafters.lookahead import LookaheadDrafter
+from .inputs import prompt_list
 from .results import GenerationResult
 from .speculative import generate
 
@@ -22,8 +23,9 @@ def lookahead(target, input_ids, *, window=5, ngram=3, candidates=5, max_new_tok
     # Window nodes beyond the token budget are fed all the same (their argmax refines the window),
     # so the widest forward must fit the model's context after the longest possible sequence.
     fed = window + window * (ngram - 2) + candidates * (ngram - 1)
-    context = getattr(getattr(target, "config", None), "max_position_embeddings", None)
-    length = input_ids.shape[-1] if hasattr(input_ids, "shape") else max(map(len, input_ids))
+    context = getattr(target.config, "max_position_embeddings", None)
+    prompts, _ = prompt_list(target, input_ids, attention_mask, max_new_tokens)  # checks them too
+    length = max(map(len, prompts))
     if context is not None and length + max_new_tokens + fed > context:
         raise ValueError(f"window={window}, ngram={ngram}, candidates={candidates} feed up to {fed} "
                          f"tokens per forward; after {length} prompt and {max_new_tokens} new "
