@@ -63,6 +63,12 @@ class LookaheadDrafter(Drafter):
         return max(self.window + self.ngram - 3, self.ngram - 1)
 
     @property
+    def max_fed(self) -> int:
+        """Tokens one forward feeds at most: the pending one, the window's nodes (late ones
+        included) and `candidates` pooled continuations of `ngram - 1` tokens."""
+        return 1 + len(self.nodes) + self.candidates * (self.ngram - 1)
+
+    @property
     def levels(self) -> int:
         return self.ngram - 1
 

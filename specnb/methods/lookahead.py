@@ -22,7 +22,7 @@ def lookahead(target, input_ids, *, window=5, ngram=3, candidates=5, max_new_tok
     drafter = LookaheadDrafter(window, ngram, candidates)
     # Window nodes beyond the token budget are fed all the same (their argmax refines the window),
     # so the widest forward must fit the model's context after the longest possible sequence.
-    fed = window + window * (ngram - 2) + candidates * (ngram - 1)
+    fed = drafter.max_fed
     context = getattr(target.config, "max_position_embeddings", None)
     prompts, _ = prompt_list(target, input_ids, attention_mask, max_new_tokens)  # checks them too
     length = max(map(len, prompts))
