@@ -7,8 +7,9 @@ PY := $(VENV)/bin/python
 # The CPU build of torch; on a GPU machine pass e.g. TORCH_SPEC=torch to get a CUDA build.
 TORCH_SPEC ?= torch==2.13.0
 READY := $(VENV)/.specnb-ready
-# One stamp per extra of pyproject.toml: `test` (which includes `notebooks` and `instructor`),
-# `notebooks` (JupyterLab, ipywidgets), `instructor` (nbformat, nbclient for the assignments).
+# One stamp per extra of pyproject.toml: `test` (which includes the three others), `notebooks`
+# (JupyterLab, ipywidgets), `instructor` (nbformat, nbclient, nbgrader for the assignments),
+# `book` (Sphinx, MyST-NB for `make book`).
 EXTRA := $(VENV)/.specnb-extra-
 # Options for JupyterLab, e.g. as root in a container: make lab LAB_ARGS="--allow-root --ip 0.0.0.0"
 LAB_ARGS ?=
@@ -16,7 +17,7 @@ LAB_ARGS ?=
 OLDEST_TRANSFORMERS := 5.0.0
 OLDEST := $(VENV)/transformers-$(OLDEST_TRANSFORMERS)
 
-.PHONY: run test test-fast test-portability lab setup clean
+.PHONY: run test test-fast test-portability lab book setup clean
 
 # Everything: the package with all its extras, and the embedded model.
 setup: $(READY) $(EXTRA)test
@@ -31,7 +32,7 @@ $(READY): pyproject.toml constraints.txt
 
 $(EXTRA)%: $(READY)
 	$(PY) -m pip install --quiet -c constraints.txt -e ".[$*]"
-	touch $@ $(if $(filter test,$*),$(EXTRA)notebooks $(EXTRA)instructor)
+	touch $@ $(if $(filter test,$*),$(EXTRA)notebooks $(EXTRA)instructor $(EXTRA)book)
 
 run: $(READY)
 	$(PY) -m specnb
@@ -81,6 +82,11 @@ test-portability: $(EXTRA)test
 
 $(OLDEST): $(READY)
 	$(PY) -m pip install --quiet --target $(OLDEST) transformers==$(OLDEST_TRANSFORMERS)
+
+# The course as a static HTML book from the notebooks' committed outputs (nothing is executed):
+# open book/_build/html/index.html, or publish that folder (README, For instructors).
+book: $(EXTRA)book
+	$(PY) -m specnb.course.book
 
 lab: $(EXTRA)notebooks
 	$(VENV)/bin/jupyter lab $(LAB_ARGS) notebooks/

@@ -9,6 +9,7 @@ Deliberately wrong solutions are tested against the checks directly, in test_che
 """
 
 import copy
+import io
 import json
 import re
 import pathlib
@@ -154,7 +155,9 @@ def auto_rows(rows):
 @pytest.mark.slow  # executes notebooks in a Jupyter kernel
 @pytest.mark.parametrize("name", params())
 def test_source_version_scores_full_marks(name, tmp_path):
-    rows = assignments.grade_notebook(SOURCE / name, SOURCE / name, timeout=300)
+    # The source *is* the reference solution, which a submission may not copy: allowed here.
+    rows = assignments.grade_notebook(SOURCE / name, SOURCE / name, timeout=300,
+                                      reference_copies=False)
     assert auto_rows(rows) and all(got == points for _, got, points, _ in auto_rows(rows)), rows
 
 
@@ -309,3 +312,114 @@ def test_grading_keeps_the_numbers_the_written_answer_quotes():
     # Nothing is added when the student's run printed nothing (or for other cells).
     summary.outputs = []
     assert len(assignments.graded_notebook(submitted, source).cells) == len(source.cells)
+
+
+# The report, the options, the timing table and the written answer's numbers (no kernel)
+# ----------------------------------------------------------------------------------------------
+
+def test_a_student_folder_is_totalled_out_of_the_course_and_missing_notebooks_named(
+        tmp_path, monkeypatch):
+    folder = tmp_path / "student"
+    folder.mkdir()
+    for name in ("01_acceptance_test.ipynb", "02_batched_verify.ipynb"):
+        (folder / name).write_text("{}")
+
+    def full_marks(path, source, *args, **kwargs):
+        cells = nbformat.read(source, as_version=4).cells
+        return [(m["grade_id"], None if m.get("solution") else float(m["points"]),
+                 float(m["points"]), None) for m in map(assignments.grading, cells)
+                if m.get("grade")]
+    monkeypatch.setattr(assignments, "grade_notebook", full_marks)
+    stream = io.StringIO()
+    assignments.grade([folder], SOURCE, stream=stream, jobs=2)
+    text = stream.getvalue()
+    points = assignments.course_points(SOURCE)
+    assert sum(auto for auto, _ in points.values()) == 45  # the README's table
+    assert f"total {folder}: 15/45 auto-graded points (+ up to 2 graded by hand)" in text
+    assert "not submitted (30 points): 03_ngram_lookup.ipynb, 04_jacobi.ipynb, " \
+           "05_alpha_c_and_gamma.ipynb, 06_testing_a_sampler.ipynb" in text
+
+
+def test_grade_help_lists_source_jobs_and_threads(capsys):
+    with pytest.raises(SystemExit):
+        assignments.main(["grade", "--help"])
+    text = capsys.readouterr().out
+    assert "--source" in text and "--jobs" in text and "--threads" in text
+
+
+def test_kernels_start_with_the_threads_asked_for():
+    env = assignments.kernel_env(1)
+    assert env["OMP_NUM_THREADS"] == env["MKL_NUM_THREADS"] == "1"
+
+
+class FakeClock:
+    """Seconds per decode as the check's own clock would measure them."""
+
+    def __init__(self, ar, spec):
+        self.ar, self.spec, self.asked = ar, spec, []
+
+    def seconds(self, gamma=None):
+        self.asked.append(gamma)
+        return self.ar if gamma is None else self.spec[gamma]
+
+
+def timing_rows(ar, spec, alpha=0.3, c=0.1):
+    from specnb.theory import predicted_speedup
+    return [{"gamma": g, "ar_seconds": ar, "spec_seconds": s, "measured": ar / s,
+             "predicted": predicted_speedup(alpha, g, c)} for g, s in spec.items()]
+
+
+def test_a_timing_table_must_be_measured_in_this_run(monkeypatch):
+    from specnb.core import timed as compare  # where timed() keeps what it measured
+    from specnb.course import checks
+
+    spec = {1: 1.6, 4: 2.2}
+    rows = timing_rows(2.0, spec)
+    monkeypatch.setattr(compare, "MEASURED", [2.0, 1.6, 2.2])  # what timed() returned here
+    checks.check_timing_table(rows, 0.3, 0.1, gammas=[1, 4],
+                              clock=FakeClock(1.9, {1: 1.5, 4: 2.4}))
+    # Typed in: the same table, but no timed() call returned those numbers.
+    monkeypatch.setattr(compare, "MEASURED", [2.01, 1.61, 2.19])
+    with pytest.raises(checks.CheckFailed, match="not measured in this run"):
+        checks.check_timing_table(rows, 0.3, 0.1, gammas=[1, 4], clock=FakeClock(1.9, spec))
+    # Measured, but not the decode the row is about (ten times off the check's own clock).
+    monkeypatch.setattr(compare, "MEASURED", [2.0, 1.6, 2.2])
+    with pytest.raises(checks.CheckFailed, match="the check's own run"):
+        checks.check_timing_table(rows, 0.3, 0.1, gammas=[1, 4], clock=FakeClock(0.2, spec))
+    # A duplicate γ = 1 row.
+    with pytest.raises(checks.CheckFailed, match="each γ once"):
+        checks.check_timing_table(rows[:1] + rows, 0.3, 0.1, gammas=[1, 4, 4],
+                                  clock=FakeClock(1.9, spec))
+
+
+def test_visible_prediction_tests_check_the_form_and_show_no_answer():
+    from specnb.course import checks
+
+    for name, cell_id in (("05_alpha_c_and_gamma.ipynb", "ex5-gamma-guess-tests"),
+                          ("06_testing_a_sampler.ipynb", "ex6-no-min-tests")):
+        notebook = nbformat.read(SOURCE / name, as_version=4)
+        student = assignments.student_version(notebook)
+        visible = next(c.source for c in student.cells
+                       if assignments.grading(c).get("grade_id") == cell_id)
+        assert "check_answer_form" in visible and "check_prediction" not in visible, visible
+        for answer in (", 6,", '"b", "one more', '"true", "compare'):  # the hidden test's
+            assert answer not in visible
+    checks.check_answer_form("g", 6, int)
+    for got, choices in ((None, int), (2.5, int), ("d", ("a", "b"))):
+        with pytest.raises(checks.CheckFailed):
+            checks.check_answer_form("g", got, choices)
+
+
+def test_an_edited_summary_is_flagged_for_the_marker():
+    cell = nbformat.v4.new_code_cell("summary()")
+    cell.metadata["nbgrader"] = {"grade_id": "ex5-summary"}
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout",
+                                           text="alpha_hat = 0.174, c_hat = 0.124\n"
+                                                "gamma 1: measured 0.613x\n")]
+    kept = nbformat.v4.new_markdown_cell("**As submitted** (...):\n\n```\nalpha_hat = 0.912, "
+                                         "c_hat = 0.140\ngamma 1: measured 0.580x\n```")
+    notebook = nbformat.v4.new_notebook(cells=[cell, kept])
+    assert assignments.frozen_mismatches(notebook) == [
+        "alpha_hat = 0.912 as submitted, 0.174 on re-run"]  # the clock's noise passes
+    kept.source = kept.source.replace("0.912", "0.174")
+    assert assignments.frozen_mismatches(notebook) == []

@@ -18,14 +18,13 @@ It needs Chromium and the Python package playwright (`.ci/run` installs both whe
     .venv/bin/pip install -e '.[test]'   # playwright comes with the test extra
 
 Playwright's own browser download (`playwright install`) is not used: it needs the internet at
-test time. `SPECNB_CHROMIUM=/path/to/chrome` picks another Chromium build. Without either,
-every test here is skipped with that message, never silently.
+test time. `SPECNB_CHROMIUM=/path/to/chrome` picks another Chromium build (tests/chromium.py).
+Without either, every test here is skipped with that message, never silently.
 """
 
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -35,15 +34,12 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from chromium import browser  # noqa: F401 - the module-scoped fixture, shared with test_book
 from notebook_cells import cells_the_widgets_need, notebook_cells
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 ARTIFACTS = ROOT / ".ci" / "artifacts" / "browser"
-INSTALL_HINT = ("install Chromium (`apt-get install -y chromium` as root on Debian/Ubuntu, which "
-                "`.ci/run` does, or set SPECNB_CHROMIUM=/path/to/chromium) and playwright "
-                "(`.venv/bin/pip install -e '.[test]'`, which `make test` does)")
-
 # A busy 2-core machine: one run of notebook 05 took 55 s, another stalled for minutes while a
 # benchmark ran. These bound a hang; a healthy run needs a fraction of them.
 SERVER_START_S = 120
@@ -71,33 +67,6 @@ def test_the_widget_notebooks_are_found():
 
 
 # --- the browser and the server -------------------------------------------------------------
-
-def find_chromium() -> str | None:
-    override = os.environ.get("SPECNB_CHROMIUM")
-    if override:
-        return override if Path(override).exists() else None
-    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
-        if path := shutil.which(name):
-            return path
-    return None
-
-
-@pytest.fixture(scope="module")
-def browser():
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.skip(f"playwright is not installed: {INSTALL_HINT}")
-    chromium = find_chromium()
-    if chromium is None:
-        pytest.skip(f"no Chromium found (SPECNB_CHROMIUM={os.environ.get('SPECNB_CHROMIUM')}, "
-                    f"PATH): {INSTALL_HINT}")
-    args = ["--no-sandbox"] if os.geteuid() == 0 else []  # Chromium's sandbox refuses root
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium, args=args)
-        yield browser
-        browser.close()
-
 
 def free_port() -> int:
     with socket.socket() as sock:

@@ -30,8 +30,15 @@ PROJECT = PYPROJECT["project"]
 # Modules that need an extra, by the file that imports them; everything else needs only
 # `dependencies`.
 # IPython: `grade` reads cells with its input transformer; checks shorten tracebacks inside it.
-EXTRA_OF_FILE = {"specnb/course/assignments.py": "instructor", "specnb/course/checks/report.py": "instructor",
-                 "specnb/course/checks/solution_code.py": "instructor"}
+EXTRA_OF_FILE = {"specnb/course/assignments.py": "instructor", "specnb/course/book.py": "book",
+                 "specnb/course/checks/report.py": "instructor",
+                 "specnb/course/checks/solution_code.py": "instructor",
+                 # the grading guard (IPython) and the client that drives it (nbclient)
+                 "specnb/course/grading_guard.py": "instructor",
+                 "specnb/course/guarded_client.py": "instructor",
+                 # nbgrader: the course layout and the autograde step (`nbgrader-course`)
+                 "specnb/course/nbgrader_course.py": "instructor",
+                 "specnb/course/nbgrader_check.py": "instructor"}
 
 
 def requirement_key(requirement: Requirement):
@@ -55,13 +62,15 @@ def test_environment_yml_matches_pyproject():
     environment = yaml.safe_load((ROOT / "environment.yml").read_text())
     pip_lists = [d["pip"] for d in environment["dependencies"] if isinstance(d, dict)]
     assert len(pip_lists) == 1, "environment.yml needs exactly one pip: list"
-    # environment.yml lists dependencies and every extra, without the extras' self-references.
+    # environment.yml lists dependencies and every extra, without the extras' self-references,
+    # each requirement once (the `book` and `instructor` extras both need nbformat).
     in_pyproject = [Requirement(r) for extra in all_extras() for r in
                     (PROJECT["dependencies"] if extra == "" else
                      PROJECT["optional-dependencies"][extra])]
     in_pyproject = [r for r in in_pyproject if canonicalize_name(r.name) != "specnb"]
-    assert (sorted(map(requirement_key, map(Requirement, pip_lists[0])), key=str)
-            == sorted(map(requirement_key, in_pyproject), key=str))
+    listed = sorted(map(requirement_key, map(Requirement, pip_lists[0])), key=str)
+    assert len(listed) == len(set(listed)), "environment.yml lists a requirement twice"
+    assert listed == sorted(set(map(requirement_key, in_pyproject)), key=str)
 
 
 def test_environment_python_is_the_lowest_declared_and_the_tests_run_on_it():

@@ -36,6 +36,7 @@ from tqdm.auto import tqdm
 
 from ..core.args import check_out_file
 from ..core.latency import measure_forward_latency
+from ..core.timed import MEASURED, timed  # noqa: F401 - re-exported: notebooks import it here
 from ..drafters import FeatureDrafter, MixedDrafter, ModelDrafter, NgramDrafter
 from ..methods import autoregressive, jacobi, lookahead, prompt_lookup, speculative
 from ..methods.schedules import CostAwareGamma
@@ -77,24 +78,6 @@ class Row:
     gamma: int | None = 0  # None: a dynamic schedule (see mean_gamma)
     identical: bool | None = None  # to our autoregressive output (greedy only)
     mean_gamma: float = float("nan")  # γ the schedule asked for, mean over iterations
-
-
-def timed(function, repeats: int, device):
-    """Run `function` repeats times; return (last result, median seconds, spread)."""
-    seconds = []
-    for _ in range(repeats):
-        if device.type == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            result = function()
-            end.record()
-            torch.cuda.synchronize()
-            seconds.append(start.elapsed_time(end) / 1e3)
-        else:
-            start = time.perf_counter()
-            result = function()
-            seconds.append(time.perf_counter() - start)
-    return result, statistics.median(seconds), max(seconds) - min(seconds)
 
 
 @dataclass

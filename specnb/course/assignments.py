@@ -2,6 +2,7 @@
 
     python -m specnb.course.assignments release [--out assignments/release]
     python -m specnb.course.assignments grade SUBMISSION... [--executed DIR]
+    python -m specnb.course.assignments nbgrader-course DIR [--force]
 
 `release` writes the student versions the way nbgrader's `generate_assignment` does: in
 solution cells each `### BEGIN SOLUTION` ... `### END SOLUTION` region becomes
@@ -11,9 +12,13 @@ cells, outputs and execution counts are cleared and grade cells are made read-on
 
 `grade` takes submitted notebooks (files, or folders searched for the source file names),
 puts back every test cell from the source (hidden tests included, so editing a test changes
-nothing), executes the notebook with errors allowed and prints per grade cell its points: full
-when the cell ran without an error, else 0 and the first line of the error. Cells graded by
-hand (nbgrader `solution` and `grade`) are listed as "manual"; a total closes the report.
+nothing), executes the notebook with errors allowed, from an empty throw-away folder,
+one torch thread per kernel and `--jobs` kernels at once, and prints per grade cell its points:
+full when the kernel replied that the cell ran without an error and the grading guard saw no use
+of the library's answer (`guarded_client`, `grading_guard`: IPython and the checks are reset
+before each test cell), else 0 and the first line of the reason. Cells graded by hand (nbgrader
+`solution` and `grade`) are listed as "manual"; per student folder, a total out of the course's
+points and the notebooks not handed in close the report.
 
 Before running anything, `grade` parses the code the student wrote (`specnb.course.checks.solution_code`):
 a test cell whose exercise reaches the library's own implementation of the answer (the source
@@ -21,7 +26,8 @@ notebook's metadata `specnb.write_yourself`) scores 0, with the line that does i
 that is not a notebook, whose kernel dies, or that runs over `--notebook-timeout` scores 0 with a
 message and the other submissions are graded; a cell that runs over `--timeout` is interrupted.
 It does not keep a database, collect files or write feedback: nbgrader does that for
-instructors who want it.
+instructors who want it, and `nbgrader-course` lays out an nbgrader course of these notebooks
+with `grade`'s static library-use check (specnb/course/nbgrader_course.py, nbgrader_check.py).
 """
 
 import argparse
@@ -29,10 +35,12 @@ import asyncio
 import copy
 import json
 import logging
+import os
 import pathlib
 import re
 import subprocess
 import sys
+import tempfile
 import time
 
 import nbformat
@@ -139,6 +147,34 @@ def graded_notebook(submitted, source):
     return notebook
 
 
+NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+
+
+def frozen_mismatches(notebook, factor: float = 2.0) -> list[str]:
+    """Where a re-run frozen cell printed numbers more than `factor` apart from what the
+    submission showed (the "As submitted" cell after it): an edited output, not clock noise."""
+    found = []
+    for cell, after in zip(notebook.cells, notebook.cells[1:]):
+        if after.cell_type != "markdown" or not after.source.startswith("**As submitted**"):
+            continue
+        submitted = after.source.split("```")[1] if after.source.count("```") >= 2 else ""
+        rerun = "".join(output_text(o) for o in cell.get("outputs", []))
+        words = list(NUMBER.finditer(submitted))
+        again = [float(m.group()) for m in NUMBER.finditer(rerun)]
+        if len(words) != len(again):
+            found.append(f"`{grading(cell).get('grade_id')}` printed {len(again)} numbers on "
+                         f"re-run, {len(words)} as submitted")
+            continue
+        for match, value in zip(words, again):
+            shown = float(match.group())
+            if shown == value or (shown * value > 0 and max(abs(shown), abs(value)) <= factor *
+                                  min(abs(shown), abs(value))):
+                continue
+            context = submitted[max(0, match.start() - 25):match.start()].split("\n")[-1]
+            found.append(f"{context.strip()} {match.group()} as submitted, {value:g} on re-run")
+    return found
+
+
 def output_text(output) -> str:
     """The text of one stream or result output ("" for images and errors)."""
     text = output.get("text", output.get("data", {}).get("text/plain", ""))
@@ -185,45 +221,86 @@ def library_use_messages(submitted, source) -> dict:
     return messages
 
 
-def execute(notebook, path: pathlib.Path, timeout: int, notebook_timeout: float) -> list:
-    """Run `notebook` in place in a fresh kernel (its stderr discarded: kernel warnings stay
-    out of the report); return notes on cells interrupted after `timeout` seconds.
+def kernel_env(threads: int) -> dict:
+    """The kernel's environment: `threads` torch/OpenMP threads. A grading machine runs several
+    kernels on shared cores, where spinning OpenMP threads slow everything down (24 tokens:
+    50 s with torch's default against 2 s with one thread, next to another busy process)."""
+    env = dict(os.environ)
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        env[name] = str(threads)
+    return env
 
+
+def execute(notebook, timeout: int, notebook_timeout: float, guard: dict | None = None,
+            tests: dict | None = None, threads: int = 1):
+    """Run `notebook` in place in a fresh kernel whose working folder is an empty throw-away
+    one (so files shipped beside a submission are not there, and what it writes does not
+    stay); its stderr is discarded (kernel warnings stay out of the report).
+
+    With `guard` (`guarded_client.guard_config`), the test cells in `tests` ({cell index:
+    (grade id, names)}) run under `grading_guard`. Returns (notes on cells interrupted after
+    `timeout` seconds, {cell index: (reply status, [violations])}).
     Raises TimeoutError past `notebook_timeout` seconds (the kernel is shut down)."""
     from nbclient import NotebookClient
 
+    from .guarded_client import GuardedClient
+
     quiet = logging.getLogger("specnb.course.assignments.kernel")  # nbclient's timeout/death logs:
     quiet.setLevel(logging.CRITICAL)  # the report says it in one line instead
-    client = NotebookClient(notebook, timeout=timeout, kernel_name="python3", allow_errors=True,
-                            interrupt_on_timeout=True, log=quiet,
-                            resources={"metadata": {"path": str(path.parent)}})
+    with tempfile.TemporaryDirectory(prefix="specnb-grade-") as folder:
+        options = dict(timeout=timeout, kernel_name="python3", allow_errors=True,
+                       interrupt_on_timeout=True, log=quiet,
+                       resources={"metadata": {"path": folder}})
+        client = GuardedClient(notebook, guard, tests or {}, **options) if guard is not None \
+            else NotebookClient(notebook, **options)
+        start = dict(stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL, cwd=folder,
+                     env=kernel_env(threads))
 
-    async def run():
-        await asyncio.wait_for(client.async_execute(stderr=subprocess.DEVNULL,
-                                                    stdout=subprocess.DEVNULL),
-                               notebook_timeout)
-    try:
-        asyncio.get_running_loop()
-        nested = True  # called from a running loop (a notebook): nbclient nests, no wall limit
-    except RuntimeError:
-        nested = False  # the usual case
-    if nested:
-        client.execute(stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
-    else:
-        started = time.monotonic()
+        async def run():
+            await asyncio.wait_for(client.async_execute(**start), notebook_timeout)
         try:
-            asyncio.run(run())
-        except Exception as error:  # noqa: BLE001 - sorted out below
-            # Cancelling at the deadline may surface as nbclient's DeadKernelError (the kernel
-            # is shut down under a running cell) instead of the timeout itself.
-            if isinstance(error, asyncio.TimeoutError) or \
-                    time.monotonic() - started >= notebook_timeout:
-                raise TimeoutError(f"the notebook ran over {notebook_timeout:g} s (a cell that "
-                                   f"never ends?) and was stopped") from None
-            raise
-    return [f"cell {grading(c).get('grade_id') or i} ran over {timeout} s and was interrupted"
-            for i, c in enumerate(notebook.cells)
-            if (error_text(c) or "").startswith("KeyboardInterrupt")]
+            asyncio.get_running_loop()
+            nested = True  # called from a running loop (a notebook): nbclient nests, no wall limit
+        except RuntimeError:
+            nested = False  # the usual case
+        if nested:
+            client.execute(**start)
+        else:
+            started = time.monotonic()
+            try:
+                asyncio.run(run())
+            except Exception as error:  # noqa: BLE001 - sorted out below
+                # Cancelling at the deadline may surface as nbclient's DeadKernelError (the
+                # kernel is shut down under a running cell) instead of the timeout itself.
+                if isinstance(error, asyncio.TimeoutError) or \
+                        time.monotonic() - started >= notebook_timeout:
+                    raise TimeoutError(f"the notebook ran over {notebook_timeout:g} s (a cell "
+                                       f"that never ends?) and was stopped") from None
+                raise
+    notes = [f"cell {grading(c).get('grade_id') or i} ran over {timeout} s and was interrupted"
+             for i, c in enumerate(notebook.cells)
+             if (error_text(c) or "").startswith("KeyboardInterrupt")]
+    return notes, getattr(client, "verdicts", {})
+
+
+def guard_for(source, notebook, reference: bool = True) -> tuple[dict, dict]:
+    """The guard's configuration for a source and {cell index: (grade id, names)} of the
+    graded notebook's auto-graded test cells. `reference=False` leaves the reference
+    solution's functions out of what counts as a copy (to grade the source itself)."""
+    from .checks.solution_code import python_source
+    from .guarded_client import guard_config, handed_names
+
+    solutions = [python_source(c.source) for c in source.cells
+                 if c.cell_type == "code" and grading(c).get("solution")]
+    fixed = [python_source(c.source) for c in source.cells
+             if c.cell_type == "code" and not grading(c).get("solution")]
+    config = guard_config(list(write_yourself(source)), solutions if reference else [], fixed)
+    auto = {grading(c)["grade_id"] for c in source.cells
+            if grading(c).get("grade") and not grading(c).get("solution")}
+    tests = {index: (grading(cell)["grade_id"], handed_names(python_source(cell.source)))
+             for index, cell in enumerate(notebook.cells)
+             if cell.cell_type == "code" and grading(cell).get("grade_id") in auto}
+    return config, tests
 
 
 def read_submission(path: pathlib.Path):
@@ -254,11 +331,16 @@ def zero_rows(source, message: str) -> list:
 
 def grade_notebook(path: pathlib.Path, source_path: pathlib.Path, timeout: int = 600,
                    executed_path: pathlib.Path | None = None,
-                   notebook_timeout: float = 1800) -> list:
+                   notebook_timeout: float = 1800, threads: int = 1,
+                   reference_copies: bool = True) -> list:
     """Execute one submission; return [(grade_id, points earned or None, points, message)].
 
-    Never raises for a bad submission: an unreadable file, a dead kernel or a notebook over
-    `notebook_timeout` seconds gives every test cell 0 with the reason as its message."""
+    A test cell earns its points when the kernel's reply to it says it ran without an error and
+    the grading guard saw no use of the library's own answer (`grading_guard`); what the cell's
+    outputs show does not count. Never raises for a bad submission: an unreadable file, a dead
+    kernel or a notebook over `notebook_timeout` seconds gives every test cell 0 with the reason
+    as its message. `reference_copies=False` accepts code identical to the reference solution
+    (to check the source notebook itself, which is that solution)."""
     source = nbformat.read(source_path, as_version=4)
     try:
         submitted = read_submission(path)
@@ -266,32 +348,50 @@ def grade_notebook(path: pathlib.Path, source_path: pathlib.Path, timeout: int =
         notebook = graded_notebook(submitted, source)
         auto = {grading(c)["grade_id"] for c in source.cells
                 if grading(c).get("grade") and not grading(c).get("solution")}
-        notes = [] if auto <= set(voided) else execute(notebook, path, timeout, notebook_timeout)
+        config, tests = guard_for(source, notebook, reference_copies)
+        notes, verdicts = ([], {}) if auto <= set(voided) else execute(
+            notebook, timeout, notebook_timeout, config, tests, threads)
     except Exception as error:  # noqa: BLE001 - one bad submission must not stop the rest
         reason = str(error) if isinstance(error, (ValueError, TimeoutError)) else \
             f"grading stopped: {type(error).__name__}: {first_line(str(error))}"
         return zero_rows(source, reason)
+    edited = frozen_mismatches(notebook)
+    if edited:  # tell the marker of the written answer, in the report and the notebook
+        for cell in notebook.cells:
+            if cell.cell_type == "markdown" and cell.source.startswith("**As submitted**"):
+                cell.source += ("\n\n**Differs from the re-run by more than 2×** (an edited "
+                                "output?): " + "; ".join(edited))
     if executed_path is not None:
         executed_path.parent.mkdir(parents=True, exist_ok=True)
         nbformat.write(notebook, executed_path)
-    present = {grading(c).get("grade_id"): c for c in notebook.cells}
+    present = {grading(c).get("grade_id"): (i, c) for i, c in enumerate(notebook.cells)}
     rows = []
     for cell in source.cells:
         meta = grading(cell)
         if not meta.get("grade"):
             continue
         points = float(meta.get("points", 0))
-        graded = present.get(meta["grade_id"])
+        index, graded = present.get(meta["grade_id"], (None, None))
         if meta.get("solution"):
-            rows.append((meta["grade_id"], None, points, "graded by hand"))
+            rows.append((meta["grade_id"], None, points, "graded by hand" + (
+                "; the numbers it quotes differ from the re-run: " + "; ".join(edited[:2])
+                if edited else "")))
         elif graded is None:
             rows.append((meta["grade_id"], 0.0, points, "test cell missing from the submission"))
         elif meta["grade_id"] in voided:
             rows.append((meta["grade_id"], 0.0, points, voided[meta["grade_id"]]))
         else:
+            status, violations = verdicts.get(index, ("not run", []))
             error = error_text(graded)
-            if error and notes:
-                error = f"{error} ({notes[0]})"
+            if violations:
+                error = (f"0 points: {violations[0]}; this exercise asks you to write it "
+                         f"yourself")
+            elif status != "ok":
+                error = error or f"the test cell did not pass (kernel reply: {status})"
+                if notes:
+                    error = f"{error} ({notes[0]})"
+            else:
+                error = None
             rows.append((meta["grade_id"], 0.0 if error else points, points, error))
     return rows
 
@@ -321,36 +421,69 @@ def first_line(text: str | None, width: int = 90) -> str:
     return text if len(text) <= width else text[:width - 1] + "…"
 
 
+def course_points(source_dir: pathlib.Path) -> dict:
+    """{source notebook name: (auto-graded points, points graded by hand)}."""
+    points = {}
+    for path in sorted(source_dir.glob("*.ipynb")):
+        cells = [grading(c) for c in nbformat.read(path, as_version=4).cells]
+        points[path.name] = (sum(float(m.get("points", 0)) for m in cells
+                                 if m.get("grade") and not m.get("solution")),
+                             sum(float(m.get("points", 0)) for m in cells
+                                 if m.get("grade") and m.get("solution")))
+    return points
+
+
 def grade(paths, source_dir=SOURCE_DIR, timeout=600, executed_dir=None, stream=sys.stdout,
-          notebook_timeout: float = 1800) -> dict:
-    """Grade each submission, print its rows, then the total; return {submission: rows}."""
-    results = {}
-    for submission, source in find_submissions(paths, source_dir):
+          notebook_timeout: float = 1800, jobs: int = 1, threads: int = 1,
+          reference_copies: bool = True) -> dict:
+    """Grade each submission (`jobs` at a time, each kernel with `threads` threads), print its
+    rows, then per student folder the total out of the course's points and the notebooks it
+    lacks; return {submission: rows}."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    source_dir = pathlib.Path(source_dir)
+    pairs = find_submissions(paths, source_dir)
+
+    def one(pair):
+        submission, source = pair
         executed = None if executed_dir is None else pathlib.Path(executed_dir) / (
             f"{submission.parent.name}-{submission.name}")
-        rows = grade_notebook(submission, source, timeout, executed, notebook_timeout)
-        results[str(submission)] = rows
-        earned = sum(r[1] for r in rows if r[1] is not None)
-        possible = sum(r[2] for r in rows if r[1] is not None)
-        print(f"\n{submission}  {earned:g}/{possible:g}", file=stream, flush=True)
-        for grade_id, got, points, error in rows:
-            score = "manual" if got is None else f"{got:g}/{points:g}"
-            mark = "" if got is None else "✓" if got == points else "✗"
-            print(f"  {grade_id:<28} {score:>7} {mark} {first_line(error)}".rstrip(),
-                  file=stream, flush=True)
+        return grade_notebook(submission, source, timeout, executed, notebook_timeout, threads,
+                              reference_copies)
+
+    results = {}
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        for (submission, _), rows in zip(pairs, pool.map(one, pairs)):  # in order, as they end
+            results[str(submission)] = rows
+            earned = sum(r[1] for r in rows if r[1] is not None)
+            possible = sum(r[2] for r in rows if r[1] is not None)
+            print(f"\n{submission}  {earned:g}/{possible:g}", file=stream, flush=True)
+            for grade_id, got, points, error in rows:
+                score = "manual" if got is None else f"{got:g}/{points:g}"
+                mark = "" if got is None else "✓" if got == points else "✗"
+                print(f"  {grade_id:<28} {score:>7} {mark} {first_line(error)}".rstrip(),
+                      file=stream, flush=True)
     if not results:
         print("no submitted notebook matches a source notebook", file=stream)
         return results
     print(file=stream)
+    course = course_points(source_dir)
+    auto_total = sum(a for a, _ in course.values())
+    manual_total = sum(m for _, m in course.values())
     folders = {}
     for submission, rows in results.items():
-        folders.setdefault(str(pathlib.Path(submission).parent), []).extend(rows)
-    for folder, rows in folders.items():
+        folders.setdefault(str(pathlib.Path(submission).parent), {})[
+            pathlib.Path(submission).name] = rows
+    for folder, notebooks in folders.items():
+        rows = [row for notebook_rows in notebooks.values() for row in notebook_rows]
         earned = sum(r[1] for r in rows if r[1] is not None)
-        possible = sum(r[2] for r in rows if r[1] is not None)
-        manual = sum(r[2] for r in rows if r[1] is None)
-        print(f"total {folder}: {earned:g}/{possible:g} auto-graded points"
-              + (f" (+ {manual:g} graded by hand)" if manual else ""), file=stream)
+        missing = [name for name in course if name not in notebooks]
+        print(f"total {folder}: {earned:g}/{auto_total:g} auto-graded points"
+              + (f" (+ up to {manual_total:g} graded by hand)" if manual_total else ""),
+              file=stream)
+        if missing:
+            lost = sum(course[name][0] for name in missing)
+            print(f"  not submitted ({lost:g} points): {', '.join(missing)}", file=stream)
     return results
 
 
@@ -362,10 +495,15 @@ def check_args(parser, args) -> None:
     if args.command == "release":
         check_out_folder(parser, "--out", args.out)
         return
+    if args.command == "nbgrader-course":
+        check_out_folder(parser, "DIR", args.course_dir)
+        return
     for option, value in (("--timeout", args.timeout),
-                          ("--notebook-timeout", args.notebook_timeout)):
+                          ("--notebook-timeout", args.notebook_timeout),
+                          ("--jobs", args.jobs), ("--threads", args.threads)):
         if value < 1:
-            parser.error(f"{option} must be >= 1 second, got {value}")
+            unit = " second" if "timeout" in option else ""
+            parser.error(f"{option} must be >= 1{unit}, got {value}")
     names = {p.name for p in args.source.glob("*.ipynb")}
     for path in map(pathlib.Path, args.submissions):
         if not path.exists():
@@ -397,14 +535,41 @@ def main(argv=None) -> int:
                                    "(default: %(default)s)")
     grade_parser.add_argument("--executed", type=pathlib.Path, default=None,
                               help="also save each executed notebook here (full error messages)")
+    grade_parser.add_argument("--jobs", type=int, default=1,
+                              help="submissions graded at once, one kernel each (default: "
+                                   "%(default)s; on a course server about one per core)")
+    grade_parser.add_argument("--threads", type=int, default=1,
+                              help="torch/OpenMP threads per kernel (default: %(default)s: "
+                                   "kernels share the cores)")
+    course_parser = commands.add_parser(
+        "nbgrader-course", help="lay out an nbgrader course: DIR/nbgrader_config.py (with the "
+                                "library-use check) and DIR/source/<assignment>/")
+    course_parser.add_argument("course_dir", metavar="DIR", type=pathlib.Path,
+                               help="the course folder: new, or empty")
+    course_parser.add_argument("--force", action="store_true",
+                               help="write into a non-empty DIR, overwriting its config and "
+                                    "source notebooks")
+    for sub in commands.choices.values():  # listed in each command's --help too
+        sub.add_argument("--source", type=pathlib.Path, default=argparse.SUPPRESS,
+                         help="folder of source notebooks (default: %s)" % SOURCE_DIR)
     args = parser.parse_args(argv)
     check_args(parser, args)
     if args.command == "release":
         for path in release(args.source, args.out):
             print(f"wrote {path}")
+    elif args.command == "nbgrader-course":
+        from .nbgrader_course import make_course
+
+        try:
+            written = make_course(args.course_dir, args.source, force=args.force)
+        except ValueError as error:
+            parser.error(str(error))
+        print("\n".join(f"wrote {path}" for path in written))
+        print(f"next: cd {args.course_dir} && nbgrader generate_assignment <assignment> "
+              f"(README, For instructors)")
     else:
         grade(args.submissions, args.source, args.timeout, args.executed,
-              notebook_timeout=args.notebook_timeout)
+              notebook_timeout=args.notebook_timeout, jobs=args.jobs, threads=args.threads)
     return 0
 
 

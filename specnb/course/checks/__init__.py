@@ -15,10 +15,10 @@ IPython shows a failed check as its message alone (`report.short_tracebacks`).
 """
 
 from .acceptance import check_accept_probability, check_residual, check_verify_one
-from .gamma import check_best_gamma, check_cost_ratio, check_estimate_alpha, \
+from .gamma import Clock, check_best_gamma, check_cost_ratio, check_estimate_alpha, \
     check_measurements, check_predicted_speedup, check_timing_table
-from .laws import SUSPECT_DRAFT, SUSPECT_TARGET, check_broken_law, check_chi2_pvalue, check_find_broken, \
-    check_overlap_prediction, check_prediction, suspects
+from .laws import SUSPECT_DRAFT, SUSPECT_TARGET, check_answer_form, check_broken_law, \
+    check_chi2_pvalue, check_find_broken, check_overlap_prediction, check_prediction, suspects
 from .jacobi import check_jacobi_loop, check_jacobi_step, tiny_model
 from .ngram import check_ngram_lookup
 from .report import CheckFailed, short_tracebacks
@@ -27,7 +27,8 @@ from .verify import check_verify
 
 short_tracebacks()
 
-__all__ = ["CheckFailed", "SUSPECT_DRAFT", "SUSPECT_TARGET", "check_accept_probability", "check_best_gamma",
+__all__ = ["CheckFailed", "Clock", "SUSPECT_DRAFT", "SUSPECT_TARGET", "check_accept_probability",
+           "check_answer_form", "check_best_gamma",
            "check_bootstrap", "check_broken_law", "check_chi2_pvalue", "check_cost_ratio",
            "check_expected_tokens", "check_find_broken", "check_overlap_prediction",
            "check_prediction", "short_tracebacks", "suspects",

@@ -187,8 +187,43 @@ def check_measurements(alpha_hat, c_hat, best, spec_result, ar_result, max_gamma
            f"gamma* {expected}")
 
 
-def check_timing_table(rows, alpha_hat, c_hat) -> None:
-    """Each row: gamma, ar_seconds, spec_seconds, measured (= ar / spec), predicted (Thm 3.8)."""
+class Clock:
+    """The check's own stopwatch for the timing table: the same decodes as the table's rows,
+    timed once each in the run being graded."""
+
+    def __init__(self, target, draft, input_ids, max_new_tokens: int):
+        self.target, self.draft, self.input_ids = target, draft, input_ids
+        self.max_new_tokens = max_new_tokens
+
+    def seconds(self, gamma: int | None = None) -> float:
+        """One autoregressive decode (gamma None) or one speculative decode at `gamma`."""
+        import specnb
+        from ...core.timed import timed
+
+        if gamma is None:
+            def run():
+                return specnb.autoregressive(self.target, self.input_ids,
+                                             max_new_tokens=self.max_new_tokens)
+        else:
+            def run():
+                return specnb.speculative(self.target, self.draft, self.input_ids, gamma=gamma,
+                                          max_new_tokens=self.max_new_tokens)
+        return timed(run, 1, self.target.device)[1]
+
+
+CLOCK_FACTOR = 2.5  # a median of 3 against one run, on a machine grading other work: noisy
+
+
+def check_timing_table(rows, alpha_hat, c_hat, gammas=None, clock: Clock | None = None) -> None:
+    """Each row: gamma, ar_seconds, spec_seconds, measured (= ar / spec), predicted (Thm 3.8).
+
+    With `gammas` (the γ asked for, repeats allowed), the rows hold exactly those γ, each once.
+    With `clock`, the table must have
+    been measured in this run: every time in it is one that `timed` (specnb.core.timed)
+    returned here, and within a factor CLOCK_FACTOR of the check's own decode of that row."""
+    from ...core.timed import MEASURED
+
+    measured_here = list(MEASURED)  # before the check's own clock adds to it
     name = "timing table"
     keys = {"gamma", "ar_seconds", "spec_seconds", "measured", "predicted"}
     if not rows:
@@ -219,4 +254,34 @@ def check_timing_table(rows, alpha_hat, c_hat) -> None:
             raise failure(name, given=f"row {row}", expected=show(expected),
                           got=show(float(row["predicted"])),
                           hint="predicted = speedup(alpha_hat, gamma, c_hat) with your α̂ and ĉ")
-    passed(name, len(rows), "consistency only: timings are noisy")
+    got_gammas = [int(row["gamma"]) for row in rows]
+    if gammas is not None:
+        if any(g is None for g in gammas):
+            raise failure(name, given=f"the γ asked for: {list(gammas)}",
+                          hint="predicted_best is still None: fill in 5.7 first")
+        wanted = sorted({int(g) for g in gammas})
+        if sorted(got_gammas) != wanted:
+            raise failure(name, given="the γ column", expected=wanted, got=sorted(got_gammas),
+                          hint="one row per γ asked for, each γ once")
+    if clock is None:
+        passed(name, len(rows), "consistency only: timings are noisy")
+        return
+    for row in rows:
+        for key in ("ar_seconds", "spec_seconds"):
+            if not any(float(row[key]) == value for value in measured_here):
+                raise failure(name, given=f"row {row}", got=f"{key} = {row[key]}",
+                              hint=f"{key} was not measured in this run: time it with "
+                                   f"`timed(...)` in the cell above, do not type it")
+    own_ar = clock.seconds(None)
+    for row in rows:
+        own = {"ar_seconds": own_ar, "spec_seconds": clock.seconds(int(row["gamma"]))}
+        for key, seconds in own.items():
+            ratio = float(row[key]) / seconds
+            if not 1 / CLOCK_FACTOR <= ratio <= CLOCK_FACTOR:
+                raise failure(name, given=f"row γ = {row['gamma']}",
+                              expected=f"{key} near {seconds:.3f} s (the check's own run)",
+                              got=f"{float(row[key]):.3f} s",
+                              hint="time the decodes the row is about: autoregressive for "
+                                   "ar_seconds, speculative at that γ for spec_seconds")
+    passed(name, len(rows), f"consistent, and measured in this run (within {CLOCK_FACTOR:g}× "
+                            f"of the check's own clock)")

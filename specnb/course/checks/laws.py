@@ -112,6 +112,21 @@ def check_prediction(name: str, got, expected, hint: str, tolerance: float = 1e-
     passed(name, 1)
 
 
+def check_answer_form(name: str, got, choices) -> None:
+    """The visible half of a prediction's test: the answer has the right form (one of
+    `choices`, or an int when `choices` is int), not whether it is right, so the visible test
+    does not show the answer; the hidden test (`check_prediction`) grades it."""
+    if got is None:
+        raise failure(name, given=name, got="None", hint=f"{name} is still None: set it above")
+    if choices is int:
+        if isinstance(got, bool) or not float(to_float(got, name, name)).is_integer():
+            raise failure(name, given=name, got=repr(got), hint="a whole number, e.g. 3")
+    elif str(got).strip().lower() not in choices:
+        raise failure(name, given=name, got=repr(got),
+                      hint=f"one of {', '.join(map(repr, choices))}")
+    print(f"✓ {name} has the form of an answer; whether it is right is graded after you hand in")
+
+
 def check_overlap_prediction(predicted_overlap) -> None:
     from .acceptance import DRAFT, TARGET
     check_prediction("predicted_overlap", predicted_overlap,
