@@ -180,8 +180,8 @@ def _profile(frame, event, arg):
 
 
 def library_fingerprints(targets) -> dict:
-    """{fingerprint: label} of the forbidden implementations (computed by the grader, which has
-    the library imported, so a kernel that does not need specnb never imports it)."""
+    """{fingerprint: [label, target]} of the forbidden implementations (computed by the grader,
+    which has the library imported, so a kernel that does not need specnb never imports it)."""
     found = {}
     for target in targets:
         for code in code_objects(resolve(target)):
