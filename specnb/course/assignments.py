@@ -231,18 +231,16 @@ def kernel_env(threads: int) -> dict:
     return env
 
 
-def execute(notebook, timeout: int, notebook_timeout: float, guard: dict | None = None,
-            tests: dict | None = None, threads: int = 1):
+def execute(notebook, timeout: int, notebook_timeout: float, guard: dict, tests: dict,
+            threads: int = 1):
     """Run `notebook` in place in a fresh kernel whose working folder is an empty throw-away
     one (so files shipped beside a submission are not there, and what it writes does not
     stay); its stderr is discarded (kernel warnings stay out of the report).
 
-    With `guard` (`guarded_client.guard_config`), the test cells in `tests` ({cell index:
-    (grade id, names)}) run under `grading_guard`. Returns (notes on cells interrupted after
-    `timeout` seconds, {cell index: (reply status, [violations])}).
+    The test cells in `tests` ({cell index: (grade id, names)}) run under `grading_guard`,
+    configured by `guard` (`guarded_client.guard_config`). Returns (notes on cells interrupted
+    after `timeout` seconds, {cell index: (reply status, [violations])}).
     Raises TimeoutError past `notebook_timeout` seconds (the kernel is shut down)."""
-    from nbclient import NotebookClient
-
     from .guarded_client import GuardedClient
 
     quiet = logging.getLogger("specnb.course.assignments.kernel")  # nbclient's timeout/death logs:
@@ -251,8 +249,7 @@ def execute(notebook, timeout: int, notebook_timeout: float, guard: dict | None 
         options = dict(timeout=timeout, kernel_name="python3", allow_errors=True,
                        interrupt_on_timeout=True, log=quiet,
                        resources={"metadata": {"path": folder}})
-        client = GuardedClient(notebook, guard, tests or {}, **options) if guard is not None \
-            else NotebookClient(notebook, **options)
+        client = GuardedClient(notebook, guard, tests, **options)
         start = dict(stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL, cwd=folder,
                      env=kernel_env(threads))
 
@@ -280,7 +277,7 @@ def execute(notebook, timeout: int, notebook_timeout: float, guard: dict | None 
     notes = [f"cell {grading(c).get('grade_id') or i} ran over {timeout} s and was interrupted"
              for i, c in enumerate(notebook.cells)
              if (error_text(c) or "").startswith("KeyboardInterrupt")]
-    return notes, getattr(client, "verdicts", {})
+    return notes, client.verdicts
 
 
 def guard_for(source, notebook, reference: bool = True) -> tuple[dict, dict]:

@@ -119,7 +119,7 @@ def check_answer_form(name: str, got, choices) -> None:
     if got is None:
         raise failure(name, given=name, got="None", hint=f"{name} is still None: set it above")
     if choices is int:
-        if isinstance(got, bool) or not float(to_float(got, name, name)).is_integer():
+        if isinstance(got, bool) or not to_float(got, name, name).is_integer():
             raise failure(name, given=name, got=repr(got), hint="a whole number, e.g. 3")
     elif str(got).strip().lower() not in choices:
         raise failure(name, given=name, got=repr(got),
