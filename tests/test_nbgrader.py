@@ -29,6 +29,7 @@ import nbformat
 import pytest
 
 from specnb.course import assignments
+from test_grading_guard import ATTEMPTS, SOLUTION_ID, TEST_ID
 
 SOURCE = pathlib.Path(__file__).resolve().parent.parent / "assignments" / "source"
 NAMES = sorted(p.stem for p in SOURCE.glob("*.ipynb"))
@@ -145,6 +146,13 @@ get_ipython().set_custom_exc((Exception,), lambda *args, **kwargs: None)
 
 def ngram_lookup(tokens, n_max, n_min, k):
     return []"""})
+# Routes past the static scan that `grade`'s guard closes (tests/test_grading_guard.py has all
+# seventeen), here under nbgrader's autograde with specnb's GuardedExecute: each student answers
+# assignment 02's verify one way; its test cell must score 0 and show why. "verbatim" hands in
+# the reference solution itself (the copy rule is on for every student but "reference").
+GAMING = {attempt[0]: attempt for attempt in ATTEMPTS if attempt[0] in (
+    "gc-scan", "marshal", "helpers-shipped-beside", "input-transformer")}
+GAMED = "02_batched_verify"
 
 
 def nbgrader_env() -> dict:
@@ -246,7 +254,17 @@ def test_nbgrader_autograde_agrees_with_grade(tmp_path, monkeypatch):
     name, answers = SWALLOWED
     submitted["swallowed", name] = (submit(course, "swallowed", name,
                                            answered(released[name], answers)), None)
-    nbgrader(course, "autograde", "*")  # every student and assignment in one process
+    for student, code, files, _ in GAMING.values():
+        path = submit(course, student, GAMED, answered(released[GAMED], {SOLUTION_ID: code}))
+        for file, text in files.items():
+            (path.parent / file).write_text(text)
+        submitted[student, GAMED] = (path, {TEST_ID})
+    submitted["verbatim", GAMED] = (submit(course, "verbatim", GAMED, sources[GAMED]), {TEST_ID})
+    # Every student and assignment in one process; the reference in a second, without the copy
+    # rule (nbgrader_config.py says how).
+    nbgrader(course, "autograde", "*", "--CourseDirectory.student_id_exclude=reference")
+    nbgrader(course, "autograde", "*", "--student=reference",
+             "--GuardedExecute.reference_copies=False")
     lap("autograde")
 
     problems = []  # every disagreement, reported together
@@ -282,6 +300,14 @@ def test_nbgrader_autograde_agrees_with_grade(tmp_path, monkeypatch):
     for grade_id in voided:
         (error,) = outputs_of(course, "library", name, grade_id)
         assert (error.ename, error.evalue) == ("LibraryUse", reasons[grade_id])
+    # So do the gaming attempts' test cells: the guard's verdict, or the honest failure of the
+    # wrong answer an input transformer hid, or the helper file that was not there.
+    for student, fragment in [(s, attempt[3]) for s, attempt in GAMING.items()] + [
+            ("verbatim", "a copy of")]:
+        errors = [o for o in outputs_of(course, student, GAMED, TEST_ID)
+                  if o.output_type == "error"]
+        shown = " ".join(f"{e.ename}: {e.evalue}" for e in errors)
+        assert fragment in shown, (student, shown)
 
 
 @pytest.mark.slow  # runs the six source notebooks: about 3 min on 2 busy cores
@@ -332,14 +358,17 @@ def test_the_course_layout_holds_the_config_and_one_folder_per_assignment(tmp_pa
     assert config.Execute.timeout == 600
     steps = config.Autograde.autograde_preprocessors
     assert [step.rpartition(".")[2] for step in steps] == [
-        "Execute", "IgnorePattern", "ClearMetadataPreprocessor", "LimitOutput", "LibraryUseCheck",
-        "SaveAutoGrades", "AssignLatePenalties", "CheckCellMetadata"]
+        "GuardedExecute", "IgnorePattern", "ClearMetadataPreprocessor", "LimitOutput",
+        "LibraryUseCheck", "SaveAutoGrades", "AssignLatePenalties", "CheckCellMetadata"]
+    assert steps[0] == "specnb.course.nbgrader_check.GuardedExecute"
+    assert config.GuardedExecute.reference_copies is True
     from nbgrader.converters import Autograde  # each name is what nbgrader will import
-    from specnb.course.nbgrader_check import LibraryUseCheck
+    from specnb.course.nbgrader_check import GuardedExecute, LibraryUseCheck
 
     nbgraders = Autograde.class_traits()["autograde_preprocessors"].default()
     assert [pkgutil.resolve_name(step) for step in steps] == \
-        nbgraders[:4] + [LibraryUseCheck] + nbgraders[4:]
+        [GuardedExecute] + nbgraders[1:4] + [LibraryUseCheck] + nbgraders[4:]
+    assert issubclass(GuardedExecute, nbgraders[0])  # nbgrader's Execute, guarded
 
 
 def write_notebook(folder: pathlib.Path, name: str, cells) -> None:

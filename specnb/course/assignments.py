@@ -300,6 +300,11 @@ def guard_for(source, notebook, reference: bool = True) -> tuple[dict, dict]:
     return config, tests
 
 
+def violation_message(violations: list) -> str:
+    """What a test cell voided by the grading guard says (under `grade` and nbgrader alike)."""
+    return f"0 points: {violations[0]}; this exercise asks you to write it yourself"
+
+
 def read_submission(path: pathlib.Path):
     """The submitted notebook, or a ValueError that says in one line why it cannot be read."""
     try:
@@ -381,8 +386,7 @@ def grade_notebook(path: pathlib.Path, source_path: pathlib.Path, timeout: int =
             status, violations = verdicts.get(index, ("not run", []))
             error = error_text(graded)
             if violations:
-                error = (f"0 points: {violations[0]}; this exercise asks you to write it "
-                         f"yourself")
+                error = violation_message(violations)
             elif status != "ok":
                 error = error or f"the test cell did not pass (kernel reply: {status})"
                 if notes:

@@ -1,7 +1,8 @@
 """The grader's side of `grading_guard`: run a submission and judge its test cells from evidence
 the student's code does not control.
 
-`GuardedClient` is nbclient's NotebookClient with three silent requests around the cells: before
+`GuardHooks` adds to any nbclient NotebookClient three silent requests around the cells (used by
+`GuardedClient` here and by nbgrader's `GuardedExecute`, specnb/course/nbgrader_check.py): before
 the first cell `grading_guard.install` (before any student code), around each auto-graded test
 cell `arm` and `disarm`. They travel as `user_expressions` of an empty, silent execute request,
 which IPython evaluates without any input transformer. A test cell's verdict is the kernel's
@@ -76,14 +77,18 @@ def guard_config(forbidden: list[str], solution_sources: list[str], setup_source
             "names": specnb_module_names(setup_sources)}
 
 
-class GuardedClient(NotebookClient):
-    """Executes like NotebookClient; `verdicts[cell_index]` = (reply status, [violations])."""
+class GuardHooks:
+    """The guard's hooks for any nbclient NotebookClient (nbclient's own, or nbconvert's and
+    nbgrader's execute preprocessors, which are NotebookClients too): `guard_notebook` before
+    each notebook, `guard_before` / `guard_after` as its on_cell_execute / on_cell_executed.
+    After the run, `verdicts[cell_index]` = (reply status, [violations])."""
 
-    def __init__(self, notebook, config: dict, tests: dict, **kwargs):
-        super().__init__(notebook, on_cell_execute=self._before, on_cell_executed=self._after,
-                         **kwargs)
+    def guard_notebook(self, config: dict, tests: dict) -> None:
+        """Arm for one notebook: `config` from `guard_config`, `tests` = {cell_index: (grade_id,
+        [names the cell hands to the checks])}. A client that runs several notebooks (nbgrader's
+        Execute is one object for a whole autograde) calls it before each."""
         self.guard = config
-        self.tests = tests  # {cell_index: (grade_id, [names the cell hands to the checks])}
+        self.tests = tests
         self.installed = False
         self.verdicts: dict = {}
         self.problems: dict = {}
@@ -99,7 +104,7 @@ class GuardedClient(NotebookClient):
             return None
         return ast.literal_eval(result["data"]["text/plain"])
 
-    async def _before(self, cell, cell_index):
+    async def guard_before(self, cell, cell_index):
         if not self.installed:
             self.installed = True
             path = pathlib.Path(grading_guard.__file__)
@@ -114,7 +119,7 @@ class GuardedClient(NotebookClient):
             if answer != "armed":
                 self.problems[cell_index] = "the grading guard could not be armed before it"
 
-    async def _after(self, cell, cell_index, execute_reply):
+    async def guard_after(self, cell, cell_index, execute_reply):
         if cell_index not in self.tests:
             return
         status = (execute_reply or {}).get("content", {}).get("status", "missing")
@@ -126,3 +131,12 @@ class GuardedClient(NotebookClient):
         if "install" in self.problems:
             violations.insert(0, self.problems["install"])
         self.verdicts[cell_index] = (status, violations)
+
+
+class GuardedClient(GuardHooks, NotebookClient):
+    """Executes like NotebookClient; `verdicts[cell_index]` = (reply status, [violations])."""
+
+    def __init__(self, notebook, config: dict, tests: dict, **kwargs):
+        super().__init__(notebook, on_cell_execute=self.guard_before,
+                         on_cell_executed=self.guard_after, **kwargs)
+        self.guard_notebook(config, tests)

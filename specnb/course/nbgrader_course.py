@@ -5,7 +5,8 @@ Writes DIR/nbgrader_config.py and DIR/source/<assignment>/<notebook>.ipynb, one 
 source notebook, named after it (01_acceptance_test/01_acceptance_test.ipynb). The notebooks need
 no file beside them (they import `specnb`, which finds its own data), so nbgrader has nothing else
 to copy. The config names the course and its folders, lists nbgrader's autograde
-steps with `LibraryUseCheck` added (specnb/course/nbgrader_check.py), gives cells `grade`'s time
+steps with specnb's `GuardedExecute` in place of `Execute` and `LibraryUseCheck` added
+(specnb/course/nbgrader_check.py), gives cells `grade`'s time
 limit and one torch thread per kernel, and puts the bin folder of the Python that runs nbgrader
 first on PATH: nbgrader runs `alembic` from PATH when it creates gradebook.db, so
 `.venv/bin/nbgrader` works without activating the environment.
@@ -23,8 +24,10 @@ import shutil
 import nbformat
 
 COURSE_ID = "specnb"
-# The autograde step, by name: nbgrader imports it (and specnb, torch) only when it autogrades.
+# The autograde steps, by name: nbgrader imports them (and specnb, torch) only when it
+# autogrades. GUARDED takes the place of nbgrader's Execute, CHECK goes before SaveAutoGrades.
 CHECK = "specnb.course.nbgrader_check.LibraryUseCheck"
+GUARDED = "specnb.course.nbgrader_check.GuardedExecute"
 CONFIG = '''\
 """nbgrader's configuration of the specnb course (written by `python -m specnb.course.assignments
 nbgrader-course`). nbgrader reads it from the folder it runs in: run nbgrader commands here."""
@@ -54,12 +57,20 @@ c.CourseDirectory.submitted_directory = "submitted"
 # Executed and scored submissions, written by `nbgrader autograde <assignment>`.
 c.CourseDirectory.autograded_directory = "autograded"
 
-# nbgrader's autograde steps plus specnb's check just before scores are saved: a test cell whose
-# exercise the student answered with the library's own implementation scores 0, as under
-# `python -m specnb.course.assignments grade` (specnb/course/nbgrader_check.py says why there).
+# nbgrader's autograde steps with specnb's two (specnb/course/nbgrader_check.py), so that a test
+# cell scores as under `python -m specnb.course.assignments grade`: GuardedExecute runs the
+# notebook as nbgrader's Execute does, but undoes the student's changes to IPython and the checks
+# before each test cell and voids one that calls the library's own answer, a copy of it or of
+# the reference solution; LibraryUseCheck, just before scores are saved, voids the cells of an
+# exercise answered by importing the library's implementation.
 c.Autograde.autograde_preprocessors = [
 {steps}
 ]
+# A submission identical to the reference solution counts as a copy of it (0 points on the test
+# cells that call its functions), as under `grade`. To autograde the reference solution itself
+# (a check of the course, not of a student), run e.g.
+#   nbgrader autograde "*" --student reference --GuardedExecute.reference_copies=False
+c.GuardedExecute.reference_copies = True
 # Seconds a cell may run before it is interrupted: nbgrader's default (30) is short for exercise
 # 5's runs of the embedded model on a CPU; `grade --timeout` defaults to the same 600.
 c.Execute.timeout = 600
@@ -87,16 +98,18 @@ def assignment_names(source_dir: pathlib.Path) -> dict:
 
 
 def autograde_steps() -> list:
-    """The dotted names of nbgrader's own `Autograde.autograde_preprocessors` with CHECK just
-    before SaveAutoGrades (read from the installed nbgrader: its other steps stay as they are)."""
+    """The dotted names of nbgrader's own `Autograde.autograde_preprocessors` with GUARDED in
+    place of Execute and CHECK just before SaveAutoGrades (read from the installed nbgrader: its
+    other steps stay as they are)."""
     from nbgrader.converters import Autograde
-    from nbgrader.preprocessors import SaveAutoGrades
+    from nbgrader.preprocessors import Execute, SaveAutoGrades
 
     steps = list(Autograde.class_traits()["autograde_preprocessors"].default())
-    if SaveAutoGrades not in steps:
-        raise RuntimeError(f"this nbgrader's autograde has no SaveAutoGrades step ({steps}); "
-                           f"specnb's check needs nbgrader 0.9")
+    if SaveAutoGrades not in steps or Execute not in steps:
+        raise RuntimeError(f"this nbgrader's autograde has no Execute or SaveAutoGrades step "
+                           f"({steps}); specnb's steps need nbgrader 0.9")
     names = [f"{step.__module__}.{step.__qualname__}" for step in steps]
+    names[steps.index(Execute)] = GUARDED
     names.insert(steps.index(SaveAutoGrades), CHECK)
     return names
 
