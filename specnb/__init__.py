@@ -12,15 +12,22 @@ gives the standalone distilled draft model instead. The layers, lowest first: `c
 `drafters`, `methods`, `models`; `training`, `bench` and `course` sit on top; `viz` draws.
 """
 
-from .core import verify
-from .drafters import Drafter, FeatureDrafter, ModelDrafter, NgramDrafter, NoDrafter
-from .methods import CostAwareGamma, DraftedToken, EmittedToken, GenerationResult, Iteration, \
-    Stats, autoregressive, jacobi, lookahead, prompt_lookup, speculative
-from .models.data import load_prompts
-from .models.loading import chat_ids, early_exit_draft, load_model
-from .models.pairs import load_pair
-from .theory import estimate_alpha, estimate_cost_ratio, expected_tokens_per_iteration, \
-    optimal_gamma, predicted_speedup
+from ._lazy import lazy_attributes
+
+# Each name imports its layer when first used (specnb/_lazy.py): `import specnb` alone is instant.
+__getattr__, __dir__ = lazy_attributes(__name__, globals(), {
+    "verify": ".core",
+    **dict.fromkeys(["Drafter", "FeatureDrafter", "ModelDrafter", "NgramDrafter", "NoDrafter"],
+                    ".drafters"),
+    **dict.fromkeys(["CostAwareGamma", "DraftedToken", "EmittedToken", "GenerationResult",
+                     "Iteration", "Stats", "autoregressive", "jacobi", "lookahead",
+                     "prompt_lookup", "speculative"], ".methods"),
+    "load_prompts": ".models.data",
+    **dict.fromkeys(["chat_ids", "early_exit_draft", "load_model"], ".models.loading"),
+    "load_pair": ".models.pairs",
+    **dict.fromkeys(["estimate_alpha", "estimate_cost_ratio", "expected_tokens_per_iteration",
+                     "optimal_gamma", "predicted_speedup"], ".theory"),
+})
 
 __version__ = "0.1.0"
 

@@ -25,7 +25,6 @@ import math
 
 import numpy as np
 import torch
-from scipy.stats import binom, chisquare, norm
 
 MIN_EXPECTED = 5.0  # the smallest expected count a χ² cell may have after pooling
 # The one tolerance of the package, its tests and its checks (seeds are fixed: nothing flakes).
@@ -97,6 +96,8 @@ def chi2_goodness_of_fit(counts, probs, min_expected: float = MIN_EXPECTED) -> t
     observed, expected = merge_small_cells(counts[possible], expected[possible], min_expected)
     if len(expected) < 2:
         return 0.0, 1.0
+    from scipy.stats import chisquare  # here: scipy.stats takes a second to import
+
     result = chisquare(observed, expected * (observed.sum() / expected.sum()))  # exact totals
     return float(result.statistic), float(result.pvalue)
 
@@ -164,6 +165,8 @@ def binomial_tolerance(rate: float, num_trials: int, num_se: float = NUM_SE) -> 
     if not num_se > 0:
         raise ValueError(f"num_se must be > 0, got {num_se}")
     rate, num_trials = min(max(float(rate), 0.0), 1.0), int(num_trials)
+    from scipy.stats import binom, norm  # here: scipy.stats takes a second to import
+
     tail = norm.sf(num_se)
     low, high = binom.ppf(tail, num_trials, rate), binom.isf(tail, num_trials, rate)
     return max(rate - low / num_trials, high / num_trials - rate) + 1e-6

@@ -14,6 +14,7 @@ import torch
 from specnb.course import checks
 from specnb.course.checks import CheckFailed
 from specnb.core import count_converged, ngram_lookup
+from specnb.methods.results import GenerationResult, Stats
 
 
 # ----------------------------------------------------------------------------------------------
@@ -341,7 +342,7 @@ def test_exercise_5_mistakes(check, broken, hint):
 def test_measurements_and_timing_table_check_consistency_only(capsys):
     spec = checks.gamma._fake_run(torch.Generator().manual_seed(0), 6)
     spec.stats.draft_forwards, spec.stats.draft_s = 10, 0.2
-    ar = checks.gamma.GenerationResult("autoregressive", [[]], checks.gamma.Stats(), [])
+    ar = GenerationResult("autoregressive", [[]], Stats(), [])
     ar.stats.target_forwards, ar.stats.target_s = 8, 0.8
     alpha_hat, c_hat = alpha_from_trace(spec), cost_ratio(spec, ar)
     best = best_gamma(alpha_hat, c_hat, 16)

@@ -1,6 +1,7 @@
 """The folders are the layers, read from the source: a lower layer never imports a higher one.
 
     core < drafters < methods < models < training, bench, course        theory, stats: formulas
+    _lazy: the packages' import-on-first-use helper, usable by every layer, imports none
     viz: draws from results only (theory, stats and core's pure helpers; runs nothing)
 
 `RULES` is the whole policy, one row per layer: which layers it may import, and what it may not
@@ -16,13 +17,14 @@ import pathlib
 import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "specnb"
-FORMULAS = {"theory", "stats"}
+FORMULAS = {"theory", "stats", "_lazy"}  # every layer may import these
 
 # layer -> (layers it may import, modules it may not import even so, names it may not import).
 # "specnb" is the top package itself (its __init__ loads models, methods and theory).
 RULES = {
     "theory": ({"core"} | FORMULAS, (), ()),
     "stats": ({"core"} | FORMULAS, (), ()),
+    "_lazy": (set(), (), ()),
     "core": ({"core"} | FORMULAS, (), ()),
     "drafters": ({"core", "drafters"} | FORMULAS, (), ()),
     "methods": ({"core", "drafters", "methods"} | FORMULAS, (), ()),

@@ -23,7 +23,6 @@ It does not sample, verify or decide what to feed; the loops in `specnb.methods`
 import time
 
 import torch
-from transformers import DynamicCache
 
 from .timed import TimedModel, crop_cache
 from .sampler import checking
@@ -43,6 +42,8 @@ class BatchedCachedLM(TimedModel):
         # that read the target's features; empty: none are requested, so none are paid for.
         self.feature_layers = tuple(feature_layers)
         self.features = None  # [B, T, len(feature_layers), H] of the last forward
+        from transformers import DynamicCache  # here: the core imports without transformers
+
         self.cache = DynamicCache()
         self.valid = None  # [B, S] bool: slot s holds a real token of row b
         self.lengths = None  # [B] int64: real tokens per row = the next position id

@@ -118,8 +118,17 @@ def fingerprint(code: types.CodeType) -> str | None:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def code_key(code: types.CodeType) -> tuple:
+    """What `fingerprint` hashes verbatim, read in no time: the name and the argument and local
+    names. A code object whose key no forbidden code shares cannot be a copy of it, so the call
+    guard fingerprints only those that share one (dis on every new function a test cell calls,
+    torch's and scipy's included, cost seconds per cell)."""
+    return (code.co_name, code.co_argcount, code.co_kwonlyargcount, tuple(code.co_varnames))
+
+
 def reference_fingerprints(sources: list[str]) -> dict:
-    """{fingerprint: [label, None]} of every function the reference solution's cells define."""
+    """{fingerprint: [label, None, code_key]} of every function the reference solution's cells
+    define."""
     found = {}
     for source in sources:
         try:
@@ -129,7 +138,8 @@ def reference_fingerprints(sources: list[str]) -> dict:
         for code in code_objects(module)[1:]:  # the cell's own top-level code is not a function
             print_ = fingerprint(code)
             if print_:
-                found[print_] = [f"the reference solution's {code.co_name}", None]
+                found[print_] = [f"the reference solution's {code.co_name}", None,
+                                 code_key(code)]
     return found
 
 
@@ -155,8 +165,9 @@ def _profile(frame, event, arg):
     seen = _STATE["seen"]
     verdict = seen.get(id(code))
     if verdict is None or verdict[0] is not code:
-        copied = fingerprint(code) if code.co_name != "<module>" else None
-        label, target = _STATE["prints"].get(copied, (None, None)) if copied else (None, None)
+        copied = fingerprint(code) if code.co_name != "<module>" and \
+            code_key(code) in _STATE["keys"] else None
+        label, target = _STATE["prints"][copied][:2] if copied in _STATE["prints"] else (None,) * 2
         if target is not None:
             _resolve(target)  # its module may have been imported since the last test cell
         name = _STATE["own"].get(id(code))
@@ -180,14 +191,15 @@ def _profile(frame, event, arg):
 
 
 def library_fingerprints(targets) -> dict:
-    """{fingerprint: [label, target]} of the forbidden implementations (computed by the grader,
-    which has the library imported, so a kernel that does not need specnb never imports it)."""
+    """{fingerprint: [label, target, code_key]} of the forbidden implementations (computed by the
+    grader, which has the library imported, so a kernel that does not need specnb never imports
+    it)."""
     found = {}
     for target in targets:
         for code in code_objects(resolve(target)):
             print_ = fingerprint(code)
             if print_:
-                found[print_] = [f"the library's {target}", target]
+                found[print_] = [f"the library's {target}", target, code_key(code)]
     return found
 
 
@@ -218,7 +230,9 @@ def install(config: str) -> str:
                          for key, value in vars(module).items()
                          if isinstance(value, types.FunctionType)}
             checks[name] = (module, dict(vars(module)), functions)
-    _STATE.update(forbidden=list(config["forbidden"]), prints=dict(config["prints"]),
+    keys = {(name, argcount, kwonly, tuple(varnames))  # code_key, back from JSON
+            for _, _, (name, argcount, kwonly, varnames) in config["prints"].values()}
+    _STATE.update(forbidden=list(config["forbidden"]), prints=dict(config["prints"]), keys=keys,
                   own={}, own_code={}, objects={}, resolved=set(), checks=checks, names=names,
                   seen={}, violations=[], machinery=_snapshot_machinery())
     return "installed"
@@ -327,5 +341,5 @@ def disarm() -> str:
     return json.dumps(violations[:5])
 
 
-__all__ = ["MIN_INSTRUCTIONS", "arm", "code_objects", "disarm", "fingerprint", "install",
-           "library_fingerprints", "reference_fingerprints", "resolve"]
+__all__ = ["MIN_INSTRUCTIONS", "arm", "code_key", "code_objects", "disarm", "fingerprint",
+           "install", "library_fingerprints", "reference_fingerprints", "resolve"]

@@ -15,7 +15,6 @@ import math
 
 import torch
 
-from ...methods.results import DraftedToken, GenerationResult, Iteration, Stats
 from ...theory import estimate_alpha, estimate_cost_ratio, expected_tokens_per_iteration, \
     optimal_gamma, predicted_speedup
 from .report import call, failure, passed, show, to_float
@@ -25,8 +24,18 @@ def _close(a: float, b: float, rel: float = 1e-6) -> bool:
     return (math.isnan(a) and math.isnan(b)) or abs(a - b) <= rel * max(1.0, abs(b))
 
 
-def _fake_run(generator, num_iterations: int) -> GenerationResult:
+def _fake_types():
+    """(DraftedToken, GenerationResult, Iteration, Stats), imported on first use: the decoding
+    loops beside them import transformers (seconds), which the other exercises' kernels, that
+    import these checks too, do without."""
+    from ...methods import results
+
+    return results.DraftedToken, results.GenerationResult, results.Iteration, results.Stats
+
+
+def _fake_run(generator, num_iterations: int):
     """A speculative result with random drafts: accepted prefix, a rejection, unverified rest."""
+    DraftedToken, GenerationResult, Iteration, Stats = _fake_types()
     trace, stats = [], Stats()
     for _ in range(num_iterations):
         gamma = int(torch.randint(1, 6, (), generator=generator))
@@ -70,6 +79,7 @@ def check_estimate_alpha(alpha_from_trace, seed: int = 0) -> None:
         hint = next((h for value, h in mistakes if _close(got, value)),
                     "mean of d.overlap over every drafted token d with d.status != 'unverified'")
         raise failure(name, given=given, expected=show(expected), got=show(got), hint=hint)
+    _, GenerationResult, Iteration, Stats = _fake_types()
     empty = GenerationResult("speculative", [[]], Stats(), [Iteration()])  # nothing drafted
     given = "a run whose only iteration drafted nothing (no verified draft)"
     hint = "with no verified draft there is nothing to average: return float('nan')"
@@ -83,6 +93,7 @@ def check_estimate_alpha(alpha_from_trace, seed: int = 0) -> None:
 def check_cost_ratio(cost_ratio, seed: int = 0) -> None:
     name = "cost_ratio"
     generator = torch.Generator().manual_seed(seed)
+    _, GenerationResult, _, Stats = _fake_types()
     for case in range(10):
         spec = GenerationResult("speculative", [[]], Stats(), [])
         ar = GenerationResult("autoregressive", [[]], Stats(), [])

@@ -14,7 +14,6 @@ time (its width close to the normal-theory width).
 import math
 
 import torch
-from scipy.stats import norm
 
 from .report import call, failure, passed, show, to_float
 
@@ -94,6 +93,8 @@ def check_bootstrap(bootstrap_alpha, seed: int = 0, num_datasets: int = 200,
         covered += low <= true_mean <= high
         widths.append(high - low)
     coverage = covered / num_datasets
+    from scipy.stats import norm  # here: scipy.stats takes a second to import
+
     normal_width = 2 * norm.ppf((1 + level) / 2) * math.sqrt(1 / 18 / size)  # Var Beta(2,1) = 1/18
     width = sorted(widths)[len(widths) // 2]
     if not (level - 0.08 <= coverage <= min(1.0, level + 0.06)) or \
