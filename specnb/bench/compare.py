@@ -1,7 +1,8 @@
 """`python -m specnb.bench`: time every method side by side with transformers, in one process.
 
 Ours: autoregressive, speculative with the distilled draft model (a sweep of γ), speculative
-with the feature head (`--head-gammas`; as token trees, `--head-trees`; merged with prompt
+with the feature head (`--head-gammas`; as token trees, `--head-trees`, or EAGLE-2's dynamic
+tree, `--head-dynamic`; merged with prompt
 lookup's branches, `--mixed`), prompt lookup, lookahead (`--lookahead W,N,G`), Jacobi. Peers from transformers on the
 same target and prompts: greedy `generate`, `generate(assistant_model=draft)` with the distilled
 draft at a constant γ (a like-for-like comparison) and with its default schedule, and
@@ -38,6 +39,7 @@ from ..core.args import check_out_file
 from ..core.latency import measure_forward_latency
 from ..core.timed import timed  # notebooks and assignment 05 import it from here too
 from ..drafters import FeatureDrafter, MixedDrafter, ModelDrafter, NgramDrafter
+from ..drafters.dynamic_tree import DynamicTree
 from ..methods import autoregressive, jacobi, lookahead, prompt_lookup, speculative
 from ..methods.schedules import CostAwareGamma
 from ..models.data import DATA_DIR, GROUPS, load_prompts
@@ -151,6 +153,12 @@ def all_methods(args, target, draft, head, cost_aware):
         table[f"ours feature head tree={','.join(map(str, widths))}"] = (
             None, lambda ids, g, tree=tree, depth=len(widths): speculative(
                 target, tree, ids, gamma=depth, **common, **sampled, generator=g))
+    for shape in (getattr(args, "head_dynamic", []) if head is not None else []):
+        # EAGLE-2's dynamic tree: grown from the head's probabilities, γ = its depth.
+        grown = FeatureDrafter(head.head, dynamic=shape)
+        table[f"ours feature head dynamic={','.join(map(str, shape))}"] = (
+            None, lambda ids, g, grown=grown, depth=shape[1]: speculative(
+                target, grown, ids, gamma=depth, **common, **sampled, generator=g))
     for widths in (getattr(args, "mixed", []) if head is not None else []):
         # The head's tree and two prompt-lookup branches of up to --num-pred tokens, one tree.
         # Lookup branches need a 2-token match here: 1-token matches on open-ended text added
@@ -227,6 +235,21 @@ def tree_widths(text: str) -> tuple:
     return widths
 
 
+def dynamic_shape(text: str) -> tuple:
+    """argparse type: "6,3,3" -> (6, 3, 3), a DynamicTree's nodes, depth and branch."""
+    usage = f"a dynamic tree is N,D,K (nodes kept, depth, branch), e.g. 6,3,3; got {text!r}"
+    try:
+        shape = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(usage) from None
+    try:
+        DynamicTree(*shape)
+    except (TypeError, ValueError) as error:
+        raise argparse.ArgumentTypeError(f"{usage} ({error})" if isinstance(error, ValueError)
+                                         else usage) from None
+    return shape
+
+
 def calibrate_cost_aware(args, target, drafters, tokenizer, prompt, latency) -> dict:
     """Per drafter, a `CostAwareGamma` from the measured latency curve and ĉ of one untimed
     γ = 1 run on the first prompt (the schedule's inputs are measured, never typed in)."""
@@ -259,6 +282,7 @@ def run(args, pair=None, progress: bool = True) -> dict:
         target, draft, tokenizer = load_pair("embedded-distilled", device=args.device,
                                              dtype=DTYPES[args.dtype] if args.dtype else None)
         head = load_embedded_head(target) if args.head_gammas or args.head_trees or args.mixed \
+            or args.head_dynamic \
             else None
     else:
         target, draft, tokenizer, *rest = pair
@@ -379,7 +403,7 @@ def format_summary(summary: list) -> str:
 
 # What --methods prefixes can select (names in `all_methods` start with one of these).
 METHOD_STEMS = ("ours autoregressive", "ours feature head γ=", "ours feature head tree=",
-                "ours mixed tree=",
+                "ours feature head dynamic=", "ours mixed tree=",
                 "ours speculative γ=", "ours prompt lookup k=", "ours lookahead W,N,G=",
                 "ours jacobi block=", "HF generate", "HF assisted γ=", "HF assisted default",
                 "HF prompt lookup k=")
@@ -402,6 +426,10 @@ def parse_args(argv=None, *, check_prompts: bool = False) -> argparse.Namespace:
     parser.add_argument("--head-trees", type=tree_widths, nargs="*", default=[], metavar="W,W",
                         help="token trees of the feature head, widths per depth, e.g. 4 4,2 "
                              "(each run with γ = its depth; none by default)")
+    parser.add_argument("--head-dynamic", type=dynamic_shape, nargs="*", default=[],
+                        metavar="N,D,K", help="EAGLE-2's dynamic tree of the feature head: N "
+                        "nodes kept, D depths, K expanded nodes and children per node, e.g. "
+                        "6,3,3 (each run with γ = D; none by default)")
     parser.add_argument("--mixed", type=tree_widths, nargs="*", default=[], metavar="W,W",
                         help="the head's tree W merged with two prompt-lookup branches (2-token "
                              "matches, up to --num-pred tokens) in one tree (MixedDrafter), "

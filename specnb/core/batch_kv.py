@@ -117,7 +117,7 @@ class BatchedCachedLM(TimedModel):
 
     @torch.inference_mode()
     def forward(self, new_ids, new_valid=None, keep: int | None = None,
-                keep_columns=None, tree=None, **model_inputs) -> torch.Tensor:
+                keep_columns=None, tree=None, visible=None, **model_inputs) -> torch.Tensor:
         """Append `new_ids [B, T]` (padding where `new_valid` is False); return logits.
 
         Logits are `[B, keep, V]` for the last `keep` columns (all T when keep is None), or for
@@ -128,7 +128,11 @@ class BatchedCachedLM(TimedModel):
         `tree [B, T]`: the chunk is a token tree (`specnb.core.tree`), `tree[b, t]` the column
         of token t's parent in the chunk or -1 (it continues the cache). Each token then sees
         the cache, its ancestors and itself, at position length + depth - 1, so every branch
-        is scored as if fed alone; `keep_only` afterwards keeps one branch.
+        is scored as if fed alone; `keep_only` afterwards keeps one branch. `visible [B, T, S]`
+        (with `tree`) narrows the cache each token sees to some of its S slots: a tree grown one
+        depth per forward (EAGLE-2's dynamic tree) feeds each depth as a chunk that sees the
+        prefix and its own ancestors of earlier chunks, not their siblings. A token's position
+        is then the number of real slots it sees, plus its depth in the chunk, minus one.
         """
         batch, width = new_ids.shape
         all_real = new_valid is None  # the common case, a few tensor ops cheaper
@@ -140,8 +144,10 @@ class BatchedCachedLM(TimedModel):
         if self.valid.shape[0] != batch:
             raise ValueError(f"new_ids has {batch} rows but the cache holds {self.valid.shape[0]}; "
                              f"use select_rows to drop finished rows first")
+        if visible is not None and tree is None:
+            raise ValueError("visible narrows a tree chunk's view of the cache: pass tree too")
         if tree is not None:
-            positions, attention_mask = self._tree_inputs(tree, new_valid)
+            positions, attention_mask = self._tree_inputs(tree, new_valid, visible)
         else:
             # Each real token's position is its row's count of real tokens before it.
             if all_real:
@@ -177,13 +183,24 @@ class BatchedCachedLM(TimedModel):
             return logits[:, keep_columns]
         return logits if keep is None or self._can_keep else logits[:, -keep:]
 
-    def _tree_inputs(self, tree, new_valid) -> tuple:
+    def _tree_inputs(self, tree, new_valid, visible=None) -> tuple:
         """Position ids `[B, T]` and the additive 4D mask `[B, 1, T, S + T]` of a tree chunk."""
         if checking(tree, None):  # host reads: always on the CPU, on a GPU only when strict
             check_parents(tree)
+            if visible is not None and (visible.dim() != 3 or tuple(visible.shape) != (
+                    *tree.shape, self.num_slots) or visible.dtype != torch.bool):
+                raise ValueError(f"visible must be a bool tensor [B, T, S] = "
+                                 f"{[*tree.shape, self.num_slots]}, got "
+                                 f"{getattr(visible, 'dtype', type(visible).__name__)} "
+                                 f"{list(getattr(visible, 'shape', []))}")
         seen = tree_ancestors(tree) & new_valid.unsqueeze(1)  # [B, T, T]: ancestors and self
-        positions = self.lengths.unsqueeze(1) + tree_depths(tree) - 1
-        allowed = torch.cat([self.valid.unsqueeze(1).expand(-1, tree.shape[1], -1), seen], 2)
+        cache_seen = self.valid.unsqueeze(1).expand(-1, tree.shape[1], -1)
+        if visible is None:
+            positions = self.lengths.unsqueeze(1) + tree_depths(tree) - 1
+        else:
+            cache_seen = cache_seen & visible
+            positions = cache_seen.sum(2) + tree_depths(tree) - 1
+        allowed = torch.cat([cache_seen, seen], 2)
         dtype = getattr(self.model, "dtype", torch.float32)
         # Additive, in the model's dtype: eager attention adds a mask to its scores, where a
         # bool mask would silently count as 1/0; SDPA takes either.

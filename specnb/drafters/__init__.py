@@ -9,8 +9,10 @@
 
 The two that draw from a law q take `stop_below=` (e.g. 0.4): a row stops drafting after a
 token its draft doubts (`Drafter.stops`), which saves draft forwards and checking width.
-Token trees: `FeatureDrafter(head, tree=(4, 2))`, `NgramDrafter(branches=3)`, `MixedDrafter`;
-`ModelDrafter` drafts chains only (a tree would need its own cache per branch).
+Token trees: `FeatureDrafter(head, tree=(4, 2))` (a fixed shape) or `FeatureDrafter(head,
+dynamic=(8, 4, 4))` (EAGLE-2's tree, grown from the head's probabilities: `DynamicTree`),
+`NgramDrafter(branches=3)`, `MixedDrafter`; `ModelDrafter` drafts chains only (a tree would need
+its own cache per branch).
 
 What goes here: what proposes tokens, built on `specnb.core` only. What does not: the loop that
 verifies them (`specnb.methods`), loading or training the models behind them (`specnb.models`,
@@ -20,6 +22,7 @@ verifies them (`specnb.methods`), loading or training the models behind them (`s
 import torch
 
 from .base import Drafter, Proposal, Step
+from .dynamic_tree import DynamicTree
 from .feature import FeatureDrafter
 from .head import FeatureHead, HeadConfig
 from .lookahead import LookaheadDrafter
@@ -46,5 +49,6 @@ class NoDrafter(Drafter):
         pass
 
 
-__all__ = ["Drafter", "FeatureDrafter", "FeatureHead", "HeadConfig", "LookaheadDrafter",
-           "MixedDrafter", "ModelDrafter", "NgramDrafter", "NoDrafter", "Proposal", "Step"]
+__all__ = ["Drafter", "DynamicTree", "FeatureDrafter", "FeatureHead", "HeadConfig",
+           "LookaheadDrafter", "MixedDrafter", "ModelDrafter", "NgramDrafter", "NoDrafter",
+           "Proposal", "Step"]

@@ -23,6 +23,7 @@ import torch
 from ..core.batch_kv import BatchedCachedLM
 from ..core.sampler import draw, greedy_tokens, logits_to_probs
 from .base import Drafter, Proposal, Step, check_stop_below
+from .dynamic_tree import check_dynamic, grow
 from .head import FeatureHead, HeadConfig
 
 def right_align(values: torch.Tensor, counts: torch.Tensor, width: int | None = None):
@@ -53,14 +54,20 @@ def check_tree_widths(tree):
 
 
 class FeatureDrafter(Drafter):
-    """Wrap a `FeatureHead` as a drafter for its target."""
+    """Wrap a `FeatureHead` as a drafter for its target: a chain, a static tree (`tree`: the
+    head's runners-up along its best branch) or EAGLE-2's dynamic tree (`dynamic`: (nodes,
+    depth, branch), specnb/drafters/dynamic_tree.py)."""
 
-    def __init__(self, head: FeatureHead, *, stop_below=None, tree=None):
+    def __init__(self, head: FeatureHead, *, stop_below=None, tree=None, dynamic=None):
         if not isinstance(head, FeatureHead):
             raise ValueError(f"FeatureDrafter needs a FeatureHead, got {type(head).__name__}")
         self.head = head
         self.stop_below = check_stop_below(stop_below)
         self.tree = check_tree_widths(tree)
+        self.dynamic = check_dynamic(dynamic)
+        if self.dynamic is not None and (self.tree is not None or self.stop_below is not None):
+            raise ValueError("dynamic grows its own tree from the head's probabilities: pass it "
+                             "without tree or stop_below")
         self.feature_layers = tuple(head.config.feature_layers)
         self.lm = None
 
@@ -73,6 +80,8 @@ class FeatureDrafter(Drafter):
         drafter on the same head)."""
         if self.tree is not None:
             return self, len(self.tree)
+        if self.dynamic is not None:
+            return self, self.dynamic.depth
         if self.advisor is None:
             raise ValueError("this FeatureDrafter has no recommended shape: pass gamma, give it a "
                              "tree, or load it with specnb.load_pair(), which measures one for "
@@ -85,11 +94,15 @@ class FeatureDrafter(Drafter):
     def __repr__(self) -> str:
         c = self.head.config
         shape = "" if self.tree is None else f", tree={self.tree}"
+        if self.dynamic is not None:
+            shape = (f", dynamic=(nodes={self.dynamic.nodes}, depth={self.dynamic.depth}, "
+                     f"branch={self.dynamic.branch})")
         return (f"FeatureDrafter(layers={list(c.feature_layers)}, "
                 f"draft_vocab={c.draft_vocab_size}{shape})")
 
     @classmethod
-    def from_pretrained(cls, path, target, *, stop_below=None, tree=None) -> "FeatureDrafter":
+    def from_pretrained(cls, path, target, *, stop_below=None, tree=None,
+                        dynamic=None) -> "FeatureDrafter":
         """Load a head saved by `save_pretrained` for `target` (whose embedding it shares)."""
         from safetensors.torch import load_file
 
@@ -107,7 +120,7 @@ class FeatureDrafter(Drafter):
         head.load_state_dict(state)
         parameter = next(target.parameters())
         return cls(head.to(device=parameter.device, dtype=parameter.dtype).eval(),
-                   stop_below=stop_below, tree=tree)
+                   stop_below=stop_below, tree=tree, dynamic=dynamic)
 
     def save_pretrained(self, path) -> None:
         from safetensors.torch import save_file
@@ -158,6 +171,13 @@ class FeatureDrafter(Drafter):
     def propose(self, max_drafts, *, width, temperature, generator) -> Proposal:
         if self.tree is not None:
             return self.propose_tree(max_drafts, depth=min(width, len(self.tree)))
+        if self.dynamic is not None:
+            if width > 0:
+                self.catch_up()
+            if width > 0 and self.ready:
+                return grow(self, max_drafts, self.dynamic, depth=width)
+            empty = torch.zeros(max_drafts.shape[0], 0, dtype=torch.long, device=max_drafts.device)
+            return Proposal(empty, torch.zeros_like(max_drafts), parents=empty)
         rows = max_drafts.shape[0]
         device = max_drafts.device
         vocab = self.head.config.target_vocab_size
@@ -253,7 +273,9 @@ class FeatureDrafter(Drafter):
     def update(self, step: Step) -> None:
         if self.own_entries:
             rows = step.num_accepted.shape[0]
-            self.lm.rollback(torch.full((rows,), self.own_entries, device=step.tokens.device))
+            # A dynamic tree's entries are many and every row's last: cropped, not left as holes.
+            self.lm.rollback(torch.full((rows,), self.own_entries, device=step.tokens.device),
+                             crop=self.dynamic is not None)
         self.own_entries = 0
         counts = step.num_accepted + 1  # kept drafts, then the next token
         fewest, width = torch.stack([counts.min(), counts.max()]).tolist()  # one host read

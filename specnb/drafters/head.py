@@ -140,11 +140,14 @@ class FeatureHead(nn.Module):
         x = self.project(features) if features is not None else hidden
         q, k, v = self._qkv(input_ids, x, position_ids)
         k, v = past_key_values.update(k, v, 0)
-        total, width = attention_mask.shape[1], input_ids.shape[1]
+        total, width = attention_mask.shape[-1], input_ids.shape[1]
         past = total - width
-        causal = torch.arange(total, device=x.device) <= \
-            (past + torch.arange(width, device=x.device)).unsqueeze(1)  # [T, S]
-        mask = causal.unsqueeze(0) & attention_mask.bool().unsqueeze(1)  # [B, T, S]
+        if attention_mask.dim() == 4:  # a token tree's additive mask [B, 1, T, S] (0: seen)
+            mask = attention_mask[:, 0] == 0
+        else:
+            causal = torch.arange(total, device=x.device) <= \
+                (past + torch.arange(width, device=x.device)).unsqueeze(1)  # [T, S]
+            mask = causal.unsqueeze(0) & attention_mask.bool().unsqueeze(1)  # [B, T, S]
         # A query always sees its own slot: a padding query then stays finite (never NaN).
         own = torch.arange(total, device=x.device) == \
             (past + torch.arange(width, device=x.device)).unsqueeze(1)
