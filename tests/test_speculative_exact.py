@@ -119,9 +119,9 @@ def greedy_draws(probs, temperature, *, generator=None, **_):
 original_rollback = specnb.core.batch_kv.BatchedCachedLM.rollback
 
 
-def rollback_one_short(self, num_tokens):
+def rollback_one_short(self, num_tokens, **options):
     """Broken: keep the last rejected draft of every row in the target's cache."""
-    return original_rollback(self, (num_tokens - 1).clamp_min(0))
+    return original_rollback(self, (num_tokens - 1).clamp_min(0), **options)
 
 
 @pytest.mark.parametrize("method", ["speculative", "feature head", "early stop"])
