@@ -9,10 +9,9 @@ import torch
 import specnb
 from specnb.core.batch_kv import BatchedCachedLM
 from specnb.drafters.dynamic_tree import DynamicTree
-from specnb.stats import chi2_pvalue
 from head_fixtures import random_head
-from test_speculative_exact import P_MIN, PROMPT, ROWS, VOCAB, exact_joint
-from test_tree_loop import MAX_NEW, hf_greedy
+from test_speculative_exact import P_MIN, VOCAB
+from test_tree_loop import greedy_equals_hf, joint_pvalue
 from tiny_models import tiny_llama
 
 ROOTS = torch.full((1, 2), -1)
@@ -76,13 +75,7 @@ def test_the_heads_tree_chunks_equal_its_chains(target):
 def test_dynamic_trees_equal_hf_greedy_alone_and_in_a_ragged_batch(target, prompts, shape,
                                                                    gamma):
     drafter = specnb.drafters.FeatureDrafter(random_head(target, std=0.05).head, dynamic=shape)
-    expected = [hf_greedy(target, ids, MAX_NEW) for ids in prompts]
-    for ids, want in zip(prompts, expected):
-        assert specnb.speculative(target, drafter, ids, gamma=gamma,
-                                  max_new_tokens=MAX_NEW).tokens == [want]
-    batch = specnb.speculative(target, drafter, [p[0].tolist() for p in prompts], gamma=gamma,
-                               max_new_tokens=MAX_NEW)
-    assert batch.tokens == expected
+    batch = greedy_equals_hf(target, prompts, drafter, gamma)
     drafted = [it for it in batch.trace if it.drafted]
     assert max(len(it.drafted) for it in drafted) <= shape[0]  # the node budget
     assert batch.stats.accepted > 0
@@ -93,13 +86,7 @@ def test_dynamic_trees_sample_the_target_joint(temperature):
     target = tiny_llama(11, vocab=VOCAB, std=0.5)
     drafter = specnb.drafters.FeatureDrafter(random_head(target, draft_vocab=4).head,
                                              dynamic=(4, 2, 2))
-    result = specnb.speculative(target, drafter, [PROMPT] * ROWS, gamma=2, max_new_tokens=5,
-                                temperature=temperature,
-                                generator=torch.Generator().manual_seed(6))
-    tokens = torch.tensor(result.tokens)[:, :3]
-    assert 0 < result.stats.accepted < result.stats.drafted
-    codes = tokens[:, 0] * VOCAB ** 2 + tokens[:, 1] * VOCAB + tokens[:, 2]
-    assert chi2_pvalue(codes, exact_joint(target, temperature)) > P_MIN
+    assert joint_pvalue(target, drafter, temperature) > P_MIN
 
 
 @pytest.mark.parametrize("dynamic, fragment", [

@@ -137,6 +137,14 @@ def test_head_trees_equal_hf_greedy_alone_and_in_a_ragged_batch(target, prompts,
                                                                 stop):
     head = random_head(target, std=0.05)
     drafter = specnb.drafters.FeatureDrafter(head.head, tree=tree, stop_below=stop)
+    batch = greedy_equals_hf(target, prompts, drafter, gamma)
+    sizes = {len(it.drafted) for it in batch.trace if it.drafted}
+    assert max(sizes) <= sum(tree[:gamma])  # the shape, cut to γ levels
+
+
+def greedy_equals_hf(target, prompts, drafter, gamma):
+    """Assert the drafter's greedy tokens equal transformers' for each prompt alone and for all
+    of them as one ragged batch; return the batch's result."""
     expected = [hf_greedy(target, ids, MAX_NEW) for ids in prompts]
     for ids, want in zip(prompts, expected):
         assert specnb.speculative(target, drafter, ids, gamma=gamma,
@@ -144,21 +152,25 @@ def test_head_trees_equal_hf_greedy_alone_and_in_a_ragged_batch(target, prompts,
     batch = specnb.speculative(target, drafter, [p[0].tolist() for p in prompts], gamma=gamma,
                                max_new_tokens=MAX_NEW)
     assert batch.tokens == expected
-    sizes = {len(it.drafted) for it in batch.trace if it.drafted}
-    assert max(sizes) <= sum(tree[:gamma])  # the shape, cut to γ levels
+    return batch
+
+
+def joint_pvalue(target, drafter, temperature, gamma: int = 2) -> float:
+    """χ² p-value of the first three sampled tokens against the target's exact joint law."""
+    result = specnb.speculative(target, drafter, [PROMPT] * ROWS, gamma=gamma, max_new_tokens=5,
+                                temperature=temperature,
+                                generator=torch.Generator().manual_seed(6))
+    tokens = torch.tensor(result.tokens)[:, :3]
+    assert 0 < result.stats.accepted < result.stats.drafted
+    codes = tokens[:, 0] * VOCAB ** 2 + tokens[:, 1] * VOCAB + tokens[:, 2]
+    return chi2_pvalue(codes, exact_joint(target, temperature))
 
 
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
 def test_head_trees_sample_the_target_joint(pair, temperature):
     target, _ = pair
     drafter = specnb.drafters.FeatureDrafter(random_head(target, draft_vocab=4).head, tree=(2, 2))
-    result = specnb.speculative(target, drafter, [PROMPT] * ROWS, gamma=2, max_new_tokens=5,
-                                temperature=temperature,
-                                generator=torch.Generator().manual_seed(6))
-    tokens = torch.tensor(result.tokens)[:, :3]
-    assert 0 < result.stats.accepted < result.stats.drafted
-    codes = tokens[:, 0] * VOCAB ** 2 + tokens[:, 1] * VOCAB + tokens[:, 2]
-    assert chi2_pvalue(codes, exact_joint(target, temperature)) > P_MIN
+    assert joint_pvalue(target, drafter, temperature) > P_MIN
 
 
 @pytest.mark.parametrize("tree", [0, (), (2, 0), (2.0,), True, "4,2"])
