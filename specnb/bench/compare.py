@@ -2,8 +2,8 @@
 
 Ours: autoregressive, speculative with the distilled draft model (a sweep of γ), speculative
 with the feature head (`--head-gammas`; as token trees, `--head-trees`, or EAGLE-2's dynamic
-tree, `--head-dynamic`; merged with prompt
-lookup's branches, `--mixed`), prompt lookup, lookahead (`--lookahead W,N,G`), Jacobi. Peers from transformers on the
+tree, `--head-dynamic`; merged with prompt lookup's branches, `--mixed`), prompt lookup,
+lookahead (`--lookahead W,N,G`), Jacobi. Peers from transformers on the
 same target and prompts: greedy `generate`, `generate(assistant_model=draft)` with the distilled
 draft at a constant γ (a like-for-like comparison) and with its default schedule, and
 `generate(prompt_lookup_num_tokens=k)`; "×best HF" compares with the fastest of those peers.
@@ -281,9 +281,8 @@ def run(args, pair=None, progress: bool = True) -> dict:
     if pair is None:
         target, draft, tokenizer = load_pair("embedded-distilled", device=args.device,
                                              dtype=DTYPES[args.dtype] if args.dtype else None)
-        head = load_embedded_head(target) if args.head_gammas or args.head_trees or args.mixed \
-            or args.head_dynamic \
-            else None
+        wants_head = args.head_gammas or args.head_trees or args.head_dynamic or args.mixed
+        head = load_embedded_head(target) if wants_head else None
     else:
         target, draft, tokenizer, *rest = pair
         head = rest[0] if rest else None

@@ -2,14 +2,13 @@
 nbgrader-course DIR [--force]`.
 
 Writes DIR/nbgrader_config.py and DIR/source/<assignment>/<notebook>.ipynb, one assignment per
-source notebook, named after it (01_acceptance_test/01_acceptance_test.ipynb). The notebooks need
-no file beside them (they import `specnb`, which finds its own data), so nbgrader has nothing else
-to copy. The config names the course and its folders, lists nbgrader's autograde
-steps with specnb's `GuardedExecute` in place of `Execute` and `LibraryUseCheck` added
-(specnb/course/nbgrader_check.py), gives cells `grade`'s time
-limit and one torch thread per kernel, and puts the bin folder of the Python that runs nbgrader
-first on PATH: nbgrader runs `alembic` from PATH when it creates gradebook.db, so
-`.venv/bin/nbgrader` works without activating the environment.
+source notebook, named after it (01_acceptance_test/01_acceptance_test.ipynb). The notebooks need no
+file beside them (they import `specnb`, which finds its own data), so nbgrader has nothing else to
+copy. The config names the course and its folders, lists nbgrader's autograde steps with specnb's
+`GuardedExecute` in place of `Execute` and `LibraryUseCheck` added
+(specnb/course/nbgrader_check.py), gives cells `grade`'s time limit and one torch thread per kernel,
+and puts the bin folder of the Python that runs nbgrader first on PATH: nbgrader runs `alembic` from
+PATH when it creates gradebook.db, so `.venv/bin/nbgrader` works without activating the environment.
 
 It refuses a DIR that exists and is not empty (unless `force`, which overwrites the config and
 the source notebooks and leaves everything else: gradebook, releases, submissions), and a source

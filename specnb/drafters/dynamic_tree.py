@@ -105,8 +105,9 @@ def grow(drafter, max_drafts: torch.Tensor, shape: DynamicTree, depth: int) -> P
         tokens.append(to_target[children.indices].flatten(1))
         parents.append((first + pick).repeat_interleave(branch, 1))
         inputs = hidden.repeat_interleave(branch, 1)
+        picked = torch.arange(branch, device=device)
         slot = torch.zeros(rows, branch, own, dtype=torch.bool, device=device)
-        slot[:, torch.arange(branch, device=device), fed + torch.arange(branch, device=device)] = True
+        slot[:, picked, fed + picked] = True  # picked node j was fed at own slot fed + j
         seen_own = (seen | slot).repeat_interleave(branch, 1)  # a child sees its parent's entry
         first += width
     drafter.own_entries = (depth - 1) * branch
