@@ -27,7 +27,8 @@ that is not a notebook, whose kernel dies, or that runs over `--notebook-timeout
 message and the other submissions are graded; a cell that runs over `--timeout` is interrupted.
 It does not keep a database, collect files or write feedback: nbgrader does that for
 instructors who want it, and `nbgrader-course` lays out an nbgrader course of these notebooks
-with `grade`'s static library-use check (specnb/course/nbgrader_course.py, nbgrader_check.py).
+whose autograde judges as `grade` does: the guarded run and the library-use check
+(specnb/course/nbgrader_course.py, nbgrader_check.py).
 """
 
 import argparse
@@ -543,8 +544,9 @@ def main(argv=None) -> int:
                               help="torch/OpenMP threads per kernel (default: %(default)s: "
                                    "kernels share the cores)")
     course_parser = commands.add_parser(
-        "nbgrader-course", help="lay out an nbgrader course: DIR/nbgrader_config.py (with the "
-                                "library-use check) and DIR/source/<assignment>/")
+        "nbgrader-course", help="lay out an nbgrader course: DIR/nbgrader_config.py (with "
+                                "grade's guarded run and library-use check) and "
+                                "DIR/source/<assignment>/")
     course_parser.add_argument("course_dir", metavar="DIR", type=pathlib.Path,
                                help="the course folder: new, or empty")
     course_parser.add_argument("--force", action="store_true",

@@ -110,7 +110,7 @@ def grow(drafter, max_drafts: torch.Tensor, shape: DynamicTree, depth: int) -> P
         slot[:, picked, fed + picked] = True  # picked node j was fed at own slot fed + j
         seen_own = (seen | slot).repeat_interleave(branch, 1)  # a child sees its parent's entry
         first += width
-    drafter.own_entries = (depth - 1) * branch
+    drafter.own_entries = own
 
     scores, tokens, parents = torch.cat(scores, 1), torch.cat(tokens, 1), torch.cat(parents, 1)
     levels = torch.cat([torch.full((branch if d == 0 else branch ** 2,), d + 1, device=device)
