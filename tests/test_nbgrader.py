@@ -310,15 +310,21 @@ def test_nbgrader_autograde_agrees_with_grade(tmp_path, monkeypatch):
         assert fragment in shown, (student, shown)
 
 
-@pytest.mark.slow  # runs the six source notebooks: about 3 min on 2 busy cores
-@pytest.mark.embedded
-def test_nbgrader_validate_passes_every_source_notebook(tmp_path):
+def test_nbgrader_validate_passes_a_source_notebook_and_catches_a_wrong_one(tmp_path):
+    """`nbgrader validate` under the course config, on the quickest source notebook and on a
+    mistaken answer to it. That every source passes is the autograde test's reference run."""
     course = tmp_path / "course"
     assignments.main(["nbgrader-course", str(course)])
-    paths = [str(course / "source" / name / f"{name}.ipynb") for name in NAMES]
-    log = nbgrader(course, "validate", *paths)
-    assert log.count("Success! Your notebook passes all the tests.") == len(NAMES), log[-4000:]
+    name = "03_ngram_lookup"
+    source = course / "source" / name / f"{name}.ipynb"
+    answers, _ = MISTAKEN[name]
+    wrong = tmp_path / f"{name}.ipynb"
+    nbformat.write(answered(nbformat.read(source, as_version=4), answers), wrong)
+    log = nbgrader(course, "validate", str(source))
+    assert "Success! Your notebook passes all the tests." in log, log[-4000:]
     assert "FAILED" not in log and "CHANGED" not in log, log[-4000:]
+    log = nbgrader(course, "validate", str(wrong))
+    assert "VALIDATION FAILED" in log and "Success!" not in log, log[-4000:]
 
 
 # ----------------------------------------------------------------------------------------------

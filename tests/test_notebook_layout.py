@@ -119,3 +119,95 @@ def test_markdown_holds_no_placeholder(path):
 def test_the_placeholder_rule_catches_a_placeholder():
     assert PLACEHOLDER.search("Some prose.\n\nANSWER02\n</details>")
     assert not PLACEHOLDER.search("## Summary\n\n* TV: a bound, not a NOTE")
+
+
+# ----------------------------------------------------------------------------------------------
+# Names the prose mentions
+# ----------------------------------------------------------------------------------------------
+
+DOTTED = re.compile(r"\bspecnb(?:\.[A-Za-z_]\w*)+")  # specnb.core.verify, specnb.load_pair
+TICKED = re.compile(r"`([A-Za-z_]\w*)(?:\(\))?`")  # `verify`, `num_pred`, `draft_tokens()`
+# Settings of the peers the notebooks compare with, quoted by their own names.
+FOREIGN = {
+    "prompt_lookup_num_tokens": "transformers' generate()",
+    "attention_mask": "transformers' model inputs",
+    "posterior_threshold": "vLLM's typical acceptance",
+    "posterior_alpha": "vLLM's typical acceptance",
+    "speculative_disable_by_batch_size": "vLLM's speculative config",
+    "speculative_max_model_len": "vLLM's speculative config",
+}
+
+
+def resolves(dotted: str) -> bool:
+    """Whether `specnb.a.b` names a module or an attribute reachable from one."""
+    import importlib
+
+    parts = dotted.split(".")
+    found = importlib.import_module(parts[0])
+    for i, part in enumerate(parts[1:], 1):
+        if hasattr(found, part):
+            found = getattr(found, part)
+            continue
+        try:
+            found = importlib.import_module(".".join(parts[:i + 1]))
+        except ImportError:
+            return False
+    return True
+
+
+@pytest.fixture(scope="module")
+def library_names() -> set:
+    """Every name the library defines: modules, module attributes, class members, parameters."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    import specnb
+
+    names = set()
+    for info in pkgutil.walk_packages(specnb.__path__, "specnb."):
+        if info.name.endswith("__main__"):  # importing it would run the main job
+            continue
+        names.add(info.name.rsplit(".", 1)[1])
+        for name, value in vars(importlib.import_module(info.name)).items():
+            names.add(name)
+            members = list(vars(value).values()) if inspect.isclass(value) else [value]
+            names.update(vars(value) if inspect.isclass(value) else ())
+            for member in members:
+                if callable(member):
+                    try:
+                        names.update(inspect.signature(member).parameters)
+                    except (TypeError, ValueError):
+                        pass
+    return names
+
+
+def unknown_names(notebook: dict, library: set) -> set:
+    """Names a notebook mentions that neither the library nor the notebook's own code defines."""
+    import builtins
+
+    code = "\n".join(source_of(cell) for cell in code_cells(notebook))
+    known = library | set(re.findall(r"[A-Za-z_]\w*", code)) | set(FOREIGN)
+    unknown = set()
+    for cell in notebook["cells"]:
+        text = source_of(cell)
+        unknown.update(name for name in DOTTED.findall(text) if not resolves(name))
+        if cell["cell_type"] == "markdown":
+            unknown.update(name for name in TICKED.findall(text)
+                           if "_" in name.strip("_") and name not in known
+                           and not hasattr(builtins, name))
+    return unknown
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)
+def test_every_name_the_notebook_mentions_exists(path, library_names):
+    """A function renamed or removed in the library leaves no stale name in the prose."""
+    unknown = unknown_names(load(path), library_names)
+    assert not unknown, f"names that specnb does not define: {sorted(unknown)}"
+
+
+def test_the_name_rule_catches_a_removed_function(library_names):
+    notebook = {"cells": [
+        {"cell_type": "markdown", "source": "`verify_detailed` decides a batch; so does `verify`."},
+        {"cell_type": "code", "source": "x = specnb.core.verify_rows(p, q)", "outputs": []}]}
+    assert unknown_names(notebook, library_names) == {"verify_detailed", "specnb.core.verify_rows"}
