@@ -19,8 +19,9 @@ OLDEST := $(VENV)/transformers-$(OLDEST_TRANSFORMERS)
 
 .PHONY: run test test-fast test-portability lab book setup clean
 
-# Everything: the package with all its extras, and the embedded model.
-setup: $(READY) $(EXTRA)test
+# Everything: the package with all its extras, the embedded model, and the oldest transformers
+# that `make test` also runs the cache and loop tests on.
+setup: $(READY) $(EXTRA)test $(OLDEST)
 
 $(READY): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
