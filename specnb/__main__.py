@@ -41,7 +41,7 @@ def main(argv=None) -> None:
     # Without --gamma the head drafts the shape `speculative(..., gamma=None)` would: measured
     # here at first use (a few seconds), cached.
     drafter, head_gamma = (head, args.gamma) if args.gamma is not None else head.recommended()
-    shape = f"γ={head_gamma}" if drafter.tree is None else f"tree {drafter.tree}"
+    shape = drafter.shape_text(head_gamma)
     draft = load_embedded_draft(target.device, target.dtype)
     head_params = sum(p.numel() for p in head.head.parameters()) / 1e6
     draft_params = sum(p.numel() for p in draft.parameters()) / 1e6

@@ -162,10 +162,24 @@ def predicted_tree_speedup(acceptance, widths, cost_ratio: float, latency: dict)
 
     Example: the acceptance above, (1,), c = 0.1, t(2)/t(1) = 1.0 -> 1.34 / 1.1 = 1.2182."""
     widths = check_tree_shape(widths)
+    return predicted_from_accepted(expected_accepted_in_tree(acceptance, widths), len(widths),
+                                   sum(widths), cost_ratio, latency)
+
+
+def predicted_from_accepted(accepted: float, depth: int, nodes: int, cost_ratio: float,
+                            latency: dict) -> float:
+    """(1 + accepted) / (depth c + t(nodes + 1) / t(1)): the speedup of a drafter that accepts
+    `accepted` drafts per iteration on average, spends `depth` head steps and has the target
+    score `nodes` drafts with the pending token. For shapes whose acceptance is measured rather
+    than derived from ranks (EAGLE-2's dynamic tree grows where the head is confident).
+
+    Example: accepted 0.66, depth 2, 2 nodes, c = 0.06, t(3)/t(1) = 1.17 -> 1.66 / 1.29 = 1.2868."""
     if not cost_ratio >= 0:
         raise ValueError(f"cost_ratio (draft cost / target cost) must be >= 0, got {cost_ratio}")
-    expected = expected_accepted_in_tree(acceptance, widths)
-    return (1.0 + expected) / (len(widths) * cost_ratio + relative_cost(latency, sum(widths) + 1))
+    if not accepted >= 0 or int(depth) != depth or depth < 1 or int(nodes) != nodes or nodes < 1:
+        raise ValueError(f"accepted must be >= 0 and depth, nodes ints >= 1, got {accepted}, "
+                         f"{depth}, {nodes}")
+    return (1.0 + accepted) / (depth * cost_ratio + relative_cost(latency, nodes + 1))
 
 
 def best_tree_shape(acceptance, cost_ratio: float, latency: dict, shapes) -> tuple:

@@ -102,6 +102,25 @@ def test_rebuild_stops_at_the_goal(target, generated, tmp_path, no_generation):
     assert record["answer_tokens_rebuilt"] == head_data.shard_info(first)["answer_tokens"]
 
 
+def test_without_rebuild_recorded_shards_count_and_only_new_ones_are_generated(
+        target, generated, tmp_path):
+    folder, records = fresh_cache(generated, tmp_path)
+    shards = list(generated[2])
+    lost = head_records.answers_path(shards[3], records)
+    lost.unlink()
+    paths, record = build(target, folder, records, rebuild=False)
+    assert [p.name for p in paths] == [shards[3].name]  # the only shard on disk: the new one
+    assert record["answer_tokens_rebuilt"] == 0
+    assert record["answer_tokens_made"] == head_data.shard_info(shards[3])["answer_tokens"]
+    assert record["answer_tokens_recorded_not_rebuilt"] == sum(
+        head_data.shard_info(p)["answer_tokens"] for p in shards[:3])
+    assert lost.exists()
+    # The goal counts the records: nothing is generated once they reach it.
+    again, record = build(target, tmp_path / "other", records, rebuild=False,
+                          tokens=head_data.shard_info(shards[0])["answer_tokens"])
+    assert again == [] and record["answer_tokens_made"] == 0
+
+
 def test_a_shard_without_a_record_is_generated_and_recorded(target, generated, tmp_path):
     folder, records = fresh_cache(generated, tmp_path)
     shards = list(generated[2])

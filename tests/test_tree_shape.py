@@ -9,7 +9,8 @@ import pytest
 import specnb
 from specnb.drafters import FeatureDrafter
 from specnb.models import tree_shape
-from specnb.training.head_ranks import measure_ranks
+from specnb.drafters.dynamic_tree import DynamicTree
+from specnb.training.head_ranks import measure_dynamic, measure_ranks
 from head_fixtures import random_head
 
 RANKS = {"shape_measured": [2, 1], "acceptance": [[0.3, 0.6], [0.5]]}
@@ -48,6 +49,39 @@ def test_the_curve_picks_the_shape_and_the_choice_is_cached(target, monkeypatch,
     assert again["shape"] == shape and again["cached"]
 
 
+# A dynamic tree of 2 nodes that accepts 0.8 drafts per iteration (measured, not from ranks).
+DYNAMIC_RANKS = {**RANKS, "dynamic": [{"dynamic": [2, 2, 1], "accepted_per_iteration": 0.8,
+                                       "iterations": 40}]}
+
+
+@pytest.mark.parametrize("accepted, chosen", [(0.8, DynamicTree(2, 2, 1)), (0.1, (2, 1))])
+def test_dynamic_trees_compete_with_the_static_shapes(target, monkeypatch, tmp_path, accepted,
+                                                      chosen):
+    ranks = {**DYNAMIC_RANKS, "dynamic": [{**DYNAMIC_RANKS["dynamic"][0],
+                                           "accepted_per_iteration": accepted}]}
+    fake_clock(monkeypatch, [FLAT, FLAT])
+    cache = tmp_path / "tree-shape.json"
+    first = tree_shape.recommend_shape(target, random_head(target), ranks=ranks, cache_file=cache)
+    assert first["predicted"]["dynamic (2, 2, 1)"] == pytest.approx(
+        (1 + accepted) / (2 * 0.05 + 1.0), abs=1e-4)
+    assert first["predicted"]["(2, 1)"] == pytest.approx(1.75 / 1.1, abs=1e-4)
+    assert (first["dynamic"] or first["shape"]) == chosen and not first["cached"]
+    assert (first["shape"] is None) == isinstance(chosen, DynamicTree)
+    fake_clock(monkeypatch, [])
+    again = tree_shape.recommend_shape(target, random_head(target), ranks=ranks,
+                                       cache_file=cache)
+    assert (again["dynamic"] or again["shape"]) == chosen and again["cached"]
+
+
+def test_a_new_dynamic_record_is_measured_again(target, monkeypatch, tmp_path):
+    fake_clock(monkeypatch, [FLAT, FLAT, STEEP, STEEP])
+    cache = tmp_path / "tree-shape.json"
+    tree_shape.recommend_shape(target, random_head(target), ranks=RANKS, cache_file=cache)
+    record = tree_shape.recommend_shape(target, random_head(target), ranks=DYNAMIC_RANKS,
+                                        cache_file=cache)
+    assert not record["cached"] and len(json.loads(cache.read_text())) == 2
+
+
 def test_rounds_that_disagree_are_not_cached(target, monkeypatch, tmp_path):
     fake_clock(monkeypatch, [FLAT, STEEP])
     cache = tmp_path / "tree-shape.json"
@@ -83,6 +117,21 @@ def test_speculative_without_gamma_drafts_the_recommended_shape(target, prompts)
         assert all(d.parent is None for it in chosen.trace for d in it.drafted) == (tree is None)
 
 
+def test_speculative_without_gamma_drafts_a_recommended_dynamic_tree(target, prompts):
+    head = random_head(target, std=0.05)
+    plain = specnb.autoregressive(target, prompts[1], max_new_tokens=12)
+    head.advisor = lambda: DynamicTree(3, 2, 2)
+    drafter, gamma = head.recommended()
+    assert drafter.dynamic == DynamicTree(3, 2, 2) and gamma == 2
+    assert drafter.shape_text(gamma) == "dynamic tree (3, 2, 2)"
+    chosen = specnb.speculative(target, head, prompts[1], max_new_tokens=12)
+    explicit = specnb.speculative(target, FeatureDrafter(head.head, dynamic=(3, 2, 2)),
+                                  prompts[1], gamma=2, max_new_tokens=12)
+    assert chosen.tokens == explicit.tokens == plain.tokens
+    assert [[d.parent for d in it.drafted] for it in chosen.trace] == \
+        [[d.parent for d in it.drafted] for it in explicit.trace]
+
+
 def test_drafters_without_a_recommendation_ask_for_gamma(target, drafts, prompts):
     with pytest.raises(ValueError, match="no recommended shape"):
         specnb.speculative(target, random_head(target), prompts[0], max_new_tokens=4)
@@ -105,6 +154,17 @@ def test_measure_ranks_on_a_tiny_head(target, prompts):
         measure_ranks(target, random_head(target), [], max_new_tokens=4)
 
 
+def test_measure_dynamic_on_a_tiny_head(target, prompts):
+    rows = measure_dynamic(target, random_head(target), list(prompts), dynamic=[(2, 2, 2)],
+                           max_new_tokens=10)
+    (row,) = rows
+    assert row["dynamic"] == [2, 2, 2] and row["iterations"] >= 3
+    assert 0 <= row["accepted_per_iteration"] <= 2  # at most the tree's depth
+    assert json.loads(json.dumps(rows)) == rows
+    with pytest.raises(ValueError, match="at least one prompt"):
+        measure_dynamic(target, random_head(target), [], max_new_tokens=4)
+
+
 @pytest.mark.embedded
 def test_the_shipped_ranks_measure_the_shipped_head():
     """data/head/ranks.json must be re-measured whenever the head is retrained."""
@@ -115,3 +175,6 @@ def test_the_shipped_ranks_measure_the_shipped_head():
     assert ranks["reached"][0] >= 500 and all(ranks["reached"])
     for row in ranks["acceptance"]:
         assert all(0 <= a <= b <= 1 for a, b in zip(row, row[1:]))
+    from specnb.training.head_ranks import DYNAMIC
+    assert [tuple(row["dynamic"]) for row in ranks["dynamic"]] == list(DYNAMIC)
+    assert all(row["iterations"] >= 300 for row in ranks["dynamic"])

@@ -43,7 +43,20 @@ def test_predicted_speedup_and_the_shape_each_curve_picks():
     assert theory.best_tree_shape(ACCEPTANCE, 0.1, FLAT, shapes) == (4, 2)  # checking is free
 
 
+def test_predicted_from_accepted_is_the_tree_formula_with_a_measured_acceptance():
+    # The docstring's example, and a static shape through either door.
+    curve = {"token_counts": [1, 3], "median_ms": [10.0, 11.7]}
+    assert theory.predicted_from_accepted(0.66, 2, 2, 0.06, curve) == pytest.approx(1.66 / 1.29)
+    expected = theory.expected_accepted_in_tree(ACCEPTANCE, (4, 2))
+    assert theory.predicted_from_accepted(expected, 2, 6, 0.1, STEEP) == pytest.approx(
+        theory.predicted_tree_speedup(ACCEPTANCE, (4, 2), 0.1, STEEP))
+
+
 @pytest.mark.parametrize("call, fragment", [
+    (lambda: theory.predicted_from_accepted(-0.1, 1, 1, 0.1, FLAT), "accepted must be"),
+    (lambda: theory.predicted_from_accepted(0.5, 0, 1, 0.1, FLAT), "depth, nodes ints"),
+    (lambda: theory.predicted_from_accepted(0.5, 1, 1.5, 0.1, FLAT), "depth, nodes ints"),
+    (lambda: theory.predicted_from_accepted(0.5, 1, 1, -1, FLAT), "cost_ratio"),
     (lambda: theory.expected_accepted_in_tree(ACCEPTANCE, ()), "widths per depth"),
     (lambda: theory.expected_accepted_in_tree(ACCEPTANCE, (0,)), "widths per depth"),
     (lambda: theory.expected_accepted_in_tree(ACCEPTANCE, (1.5,)), "widths per depth"),

@@ -23,7 +23,7 @@ import torch
 from ..core.batch_kv import BatchedCachedLM
 from ..core.sampler import draw, greedy_tokens, logits_to_probs
 from .base import Drafter, Proposal, Step, check_stop_below
-from .dynamic_tree import check_dynamic, grow
+from .dynamic_tree import DynamicTree, check_dynamic, grow
 from .head import FeatureHead, HeadConfig
 
 def right_align(values: torch.Tensor, counts: torch.Tensor, width: int | None = None):
@@ -71,13 +71,14 @@ class FeatureDrafter(Drafter):
         self.feature_layers = tuple(head.config.feature_layers)
         self.lm = None
 
-    # Set by `load_pair()`: () -> the shape to draft on this machine (specnb.models.tree_shape).
+    # Set by `load_pair()`: () -> the widths or the DynamicTree to draft on this machine
+    # (specnb.models.tree_shape).
     advisor = None
 
     def recommended(self) -> tuple:
         """(drafter, γ) for `speculative(..., gamma=None)`: a tree as it is (γ = its depth), else
-        the shape `advisor` measures for this machine: a chain (this drafter) or a tree (a new
-        drafter on the same head)."""
+        the shape `advisor` measures for this machine: a chain (this drafter), a static or a
+        dynamic tree (a new drafter on the same head)."""
         if self.tree is not None:
             return self, len(self.tree)
         if self.dynamic is not None:
@@ -86,10 +87,20 @@ class FeatureDrafter(Drafter):
             raise ValueError("this FeatureDrafter has no recommended shape: pass gamma, give it a "
                              "tree, or load it with specnb.load_pair(), which measures one for "
                              "this machine")
-        shape = tuple(self.advisor())
+        choice = self.advisor()
+        if isinstance(choice, DynamicTree):
+            return FeatureDrafter(self.head, dynamic=choice), choice.depth
+        shape = tuple(choice)
         if all(width == 1 for width in shape):
             return self, len(shape)
         return FeatureDrafter(self.head, stop_below=self.stop_below, tree=shape), len(shape)
+
+    def shape_text(self, gamma: int) -> str:
+        """What this drafter drafts with `gamma`: 'γ=1', 'tree (2,)', 'dynamic tree (2, 2, 2)'."""
+        if self.dynamic is not None:
+            d = self.dynamic
+            return f"dynamic tree ({d.nodes}, {d.depth}, {d.branch})"
+        return f"γ={gamma}" if self.tree is None else f"tree {self.tree}"
 
     def __repr__(self) -> str:
         c = self.head.config

@@ -69,7 +69,8 @@ def load_embedded_head(target):
 
     def advisor():  # `speculative(target, head, ids)` without gamma: the fastest shape here
         if not chosen:
-            chosen.append(recommend_shape(target, head)["shape"])
+            record = recommend_shape(target, head)
+            chosen.append(record["dynamic"] or record["shape"])
         return chosen[0]
     head.advisor = advisor
     return head

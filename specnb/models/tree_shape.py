@@ -9,13 +9,16 @@ the candidate with the highest predicted speedup (`specnb.theory.predicted_tree_
 
     (1 + E[accepted]) / (D c + t(N + 1) / t(1))      N nodes, depth D
 
-A chain of γ is the shape (1,) * γ, so chains compete too. The curve is measured in two rounds;
+A chain of γ is the shape (1,) * γ, so chains compete too; so do the EAGLE-2 dynamic trees the
+record measured (their drafts accepted per iteration, `predicted_from_accepted`), since what they
+accept is no function of the rank table. The curve is measured in two rounds;
 when both pick the same shape it is cached in `cache_dir()/tree-shape.json`, keyed by the
 device, the model, its CPU path and the ranks (delete the file to measure again); when they
 disagree (a busy machine) the pooled choice is returned and nothing is cached.
 `speculative(target, head, ids, max_new_tokens=...)` without `gamma` drafts this shape.
 """
 
+import ast
 import hashlib
 import itertools
 import json
@@ -27,7 +30,9 @@ import torch
 from ..core.latency import measure_forward_latency
 from ..drafters import FeatureDrafter
 from ..methods import autoregressive, speculative
-from ..theory import check_tree_shape, estimate_cost_ratio, predicted_tree_speedup
+from ..drafters.dynamic_tree import DynamicTree
+from ..theory import (check_tree_shape, estimate_cost_ratio, predicted_from_accepted,
+                      predicted_tree_speedup)
 from .data import DATA_DIR
 from .fast_path import calibration_key
 from .loading import cache_dir
@@ -47,6 +52,31 @@ def candidate_shapes(measured) -> list:
     return sorted(shapes, key=lambda s: (len(s), s))
 
 
+def candidates(ranks: dict) -> list:
+    """The static shapes within the measured one, then the record's dynamic trees."""
+    return candidate_shapes(ranks["shape_measured"]) + [
+        DynamicTree(*row["dynamic"]) for row in ranks.get("dynamic", [])]
+
+
+def label(candidate) -> str:
+    """'(2, 1)' for a static shape, 'dynamic (2, 2, 2)' for (nodes, depth, branch)."""
+    if isinstance(candidate, DynamicTree):
+        return f"dynamic ({candidate.nodes}, {candidate.depth}, {candidate.branch})"
+    return str(tuple(candidate))
+
+
+def predicted(candidate, ranks: dict, c: float, latency: dict) -> float:
+    if isinstance(candidate, DynamicTree):
+        (row,) = [r for r in ranks["dynamic"] if DynamicTree(*r["dynamic"]) == candidate]
+        return predicted_from_accepted(row["accepted_per_iteration"], candidate.depth,
+                                       candidate.nodes, c, latency)
+    return predicted_tree_speedup(ranks["acceptance"], candidate, c, latency)
+
+
+def nodes_of(candidate) -> int:
+    return candidate.nodes if isinstance(candidate, DynamicTree) else sum(candidate)
+
+
 def load_ranks(path=RANKS_FILE) -> dict:
     """The head's measured acceptance by rank (`specnb.training.head_ranks`)."""
     path = Path(path)
@@ -59,13 +89,14 @@ def load_ranks(path=RANKS_FILE) -> dict:
 def shape_key(target, ranks: dict) -> str:
     device = next(target.parameters()).device
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    digest = hashlib.sha1(json.dumps(ranks["acceptance"]).encode()).hexdigest()[:10]
+    digest = hashlib.sha1(json.dumps([ranks["acceptance"], ranks.get("dynamic", [])]).encode()
+                          ).hexdigest()[:10]
     return (f"{where} | {calibration_key(target)} | {next(target.parameters()).dtype} "
             f"{getattr(target, 'specnb_cpu_path', 'dense')} | ranks {digest}")
 
 
 def _one_round(target, head, ranks: dict, shapes: list) -> dict:
-    largest = max(sum(s) for s in shapes) + 1
+    largest = max(nodes_of(s) for s in shapes) + 1
     latency = measure_forward_latency(target, prefix_len=TIMING["prefix_len"],
                                       token_counts=range(1, largest + 1),
                                       repeats=TIMING["repeats"])
@@ -77,32 +108,41 @@ def _one_round(target, head, ranks: dict, shapes: list) -> dict:
     chain = head if head.tree is None else FeatureDrafter(head.head)
     c = estimate_cost_ratio(speculative(target, chain, ids, gamma=1, max_new_tokens=tokens),
                             plain)
-    predicted = {s: predicted_tree_speedup(ranks["acceptance"], s, c, latency) for s in shapes}
-    return {"latency": latency, "c": c, "predicted": predicted}
+    return {"latency": latency, "c": c,
+            "predicted": {s: predicted(s, ranks, c, latency) for s in shapes}}
 
 
 def recommend_shape(target, head, *, ranks=None, cache_file=None) -> dict:
-    """{"shape", "predicted" ({shape as text: speedup}), "c", "checking_cost" ({k: t(k)/t(1)}),
-    "cached"}: the shape with the highest predicted speedup on this machine (module docstring).
-    `ranks`: a `load_ranks()` record (default: the embedded head's)."""
+    """{"shape", "dynamic", "predicted" ({label: speedup}), "c", "checking_cost" ({k: t(k)/t(1)}),
+    "cached"}: the candidate with the highest predicted speedup on this machine (module
+    docstring): a static shape in "shape" (a tuple; "dynamic" None) or a dynamic tree in
+    "dynamic" (a DynamicTree; "shape" None). `ranks`: a `load_ranks()` record (default: the
+    embedded head's)."""
     ranks = load_ranks() if ranks is None else ranks
-    shapes = candidate_shapes(ranks["shape_measured"])
+    shapes = candidates(ranks)
     cache_file = Path(cache_file) if cache_file is not None else cache_dir() / "tree-shape.json"
     key = shape_key(target, ranks)
     cache = json.loads(cache_file.read_text()) if cache_file.exists() else {}
     if key in cache:
-        return {**cache[key], "shape": tuple(cache[key]["shape"]), "cached": True}
+        return {**cache[key], **_choice(cache[key]["choice"]), "cached": True}
     rounds = [_one_round(target, head, ranks, shapes) for _ in range(ROUNDS)]
     pooled = {s: statistics.median(r["predicted"][s] for r in rounds) for s in shapes}
     best = max(shapes, key=lambda s: pooled[s])
     first = rounds[0]["latency"]
-    record = {"shape": best, "c": statistics.median(r["c"] for r in rounds),
-              "predicted": {str(s): round(v, 4) for s, v in pooled.items()},
+    record = {"choice": label(best), "c": statistics.median(r["c"] for r in rounds),
+              "predicted": {label(s): round(v, 4) for s, v in pooled.items()},
               "checking_cost": {k: round(ms / first["median_ms"][0], 4) for k, ms in
                                 zip(first["token_counts"], first["median_ms"])}}
     agree = len({max(shapes, key=lambda s: r["predicted"][s]) for r in rounds}) == 1
     if agree:
-        cache[key] = {**record, "shape": list(best)}
+        cache[key] = record
         cache_file.parent.mkdir(parents=True, exist_ok=True)
         cache_file.write_text(json.dumps(cache, indent=1))
-    return {**record, "cached": False}
+    return {**record, **_choice(record["choice"]), "cached": False}
+
+
+def _choice(text: str) -> dict:
+    """{"shape", "dynamic"} from a candidate's label."""
+    if text.startswith("dynamic "):
+        return {"shape": None, "dynamic": DynamicTree(*ast.literal_eval(text[len("dynamic "):]))}
+    return {"shape": tuple(ast.literal_eval(text)), "dynamic": None}

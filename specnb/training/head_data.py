@@ -38,8 +38,8 @@ from tqdm.auto import tqdm
 
 from ..models.data import load_prompts
 from ..models.loading import cache_dir, load_model
-from .head_records import (export, rebuild_shards, records_dir, records_to_rebuild,
-                           write_answers)
+from .head_records import (answer_tokens, export, rebuild_shards, records_dir,
+                           records_to_rebuild, write_answers)
 from .prompts import prompt_pool  # the plan's prompts (train_head imports it from here)
 from .slots import generate_stream
 
@@ -118,13 +118,15 @@ def shard_info(path: Path) -> dict:
 
 def build(target, prompt_ids: list, *, tokens: int | None, num_rounds: int, max_new_tokens: int,
           eos_id: int, seed: int = 0, rows: int = 64, layers=FEATURE_LAYERS,
-          folder: Path | None = None, records: Path | None = None,
+          folder: Path | None = None, records: Path | None = None, rebuild: bool = True,
           progress: bool = True) -> tuple:
     """Make the plan's shards, in order, until they hold >= `tokens` answer tokens (None: all);
     return (their paths, a record of the counts and the measured rate). Shards that exist are
     kept; missing ones with a token record in `records` (None: `records_dir()`) are rebuilt from
     it; the others are generated together, through one stream of `rows` slots, and each one's
-    token record is written as soon as it is saved."""
+    token record is written as soon as it is saved. `rebuild=False` leaves the recorded shards
+    unbuilt (their tokens still count towards `tokens`): new data first, on a new machine whose
+    cache is empty; training needs them built, by a run without it."""
     for name, value in (("num_rounds", num_rounds), ("max_new_tokens", max_new_tokens),
                         ("rows", rows)):
         if not isinstance(value, int) or value < 1:
@@ -142,10 +144,14 @@ def build(target, prompt_ids: list, *, tokens: int | None, num_rounds: int, max_
     steps = [(r, t, block, path) for (r, t, block), (path, _) in
              zip(plan(prompt_ids, num_rounds), shards)]
     goal = float("inf") if tokens is None else tokens
-    rebuilt = rebuild_shards(target, records_to_rebuild(
-        shards, goal=goal, cached_tokens=lambda p: shard_info(p)["answer_tokens"],
-        records=records), save=_save, progress=progress)
-    cached = sum(shard_info(p)["answer_tokens"] for p, _ in shards if p.exists())
+    recorded = records_to_rebuild(shards, goal=goal,
+                                  cached_tokens=lambda p: shard_info(p)["answer_tokens"],
+                                  records=records)
+    rebuilt = rebuild_shards(target, recorded, save=_save, progress=progress) if rebuild else 0
+    unbuilt = {} if rebuild else {path: answer_tokens(record["examples"])
+                                  for path, record in recorded}
+    cached = sum(shard_info(p)["answer_tokens"] for p, _ in shards if p.exists()) + sum(
+        unbuilt.values())
     made, rows_done, started, cpu_started = 0, 0, time.perf_counter(), time.process_time()
     waiting = {}  # path -> [example or None]: the shards in flight
     bar = tqdm(total=None if tokens is None else max(0, tokens - cached), unit="tok",
@@ -159,7 +165,7 @@ def build(target, prompt_ids: list, *, tokens: int | None, num_rounds: int, max_
 
     def jobs():  # lazily: a new shard starts only while the goal is not reached
         for r, t, block, path in steps:
-            if path.exists():
+            if path.exists() or path in unbuilt:
                 continue
             if expected() >= goal:
                 return
@@ -201,6 +207,7 @@ def build(target, prompt_ids: list, *, tokens: int | None, num_rounds: int, max_
               "shards": len(paths), "shards_in_plan": len(steps),
               "disk_bytes": sum(p.stat().st_size for p in paths),
               "answer_tokens_rebuilt": rebuilt, "answer_tokens_made": made,
+              "answer_tokens_recorded_not_rebuilt": sum(unbuilt.values()),
               "seconds": round(seconds, 1),
               "tokens_per_second": round(made / seconds, 1) if seconds and made else None,
               "tokens_per_cpu_minute": round(60 * made / cpu) if cpu and made else None,
@@ -270,6 +277,10 @@ def main(argv=None) -> None:
                         help="answer tokens to have cached (shards already made count)")
     add_data_arguments(parser, ("--batch-size", "--data-batch-size"))
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-rebuild", action="store_true",
+                        help="leave the shards that have a token record unbuilt and generate "
+                             "only new ones (a new machine's cache is empty: new data first; "
+                             "training needs a run without it, which rebuilds them)")
     parser.add_argument("--export", action="store_true",
                         help="generate nothing: write the token records of the plan's finished "
                              "cached shards and the target's cached replies (self-written "
@@ -291,7 +302,8 @@ def main(argv=None) -> None:
         return
     paths, record = build(target, pool, tokens=args.tokens, num_rounds=args.rounds,
                           max_new_tokens=args.max_new_tokens, eos_id=tokenizer.eos_token_id,
-                          seed=args.seed, rows=args.data_batch_size)
+                          seed=args.seed, rows=args.data_batch_size,
+                          rebuild=not args.no_rebuild)
     record.update(command="python -m specnb.training.head_data " + " ".join(
         sys.argv[1:] if argv is None else argv), threads=torch.get_num_threads(),
         finished=time.strftime("%Y-%m-%d %H:%M:%S"))

@@ -7,8 +7,12 @@ one, twice more), greedily, on every eval prompt (never trained on). Siblings ar
 order, so the accepted sibling's place is the target token's rank (`theory.rank_counts`); the
 record gives, per depth d and rank r, P(the target's token is among the head's top r | depth d
 reached through best guesses). `specnb.models.tree_shape` turns it, with this machine's
-checking cost, into the shape `speculative(target, head, ids)` drafts without γ. Re-run it
-after retraining the head. About 3 minutes on a 2-core CPU.
+checking cost, into the shape `speculative(target, head, ids)` drafts without γ.
+
+EAGLE-2's dynamic trees (`DYNAMIC`: (nodes, depth, branch)) grow where the head is confident,
+so what they accept is not a function of the rank table: the record also holds, per dynamic
+tree, the drafts it accepted per iteration on the same prompts, and the advisor weighs those
+against the static shapes. Re-run it after retraining the head. About 6 minutes on a 2-core CPU.
 """
 
 import argparse
@@ -29,6 +33,9 @@ from ..models.tree_shape import RANKS_FILE
 from ..theory import acceptance_by_rank, check_tree_shape, rank_counts
 
 MEASURED_SHAPE = (4, 2, 2)
+# Dynamic trees worth weighing: 2-3 nodes where checking 3-4 tokens is nearly free (this CPU),
+# 4-8 where a wide forward is (a GPU).
+DYNAMIC = ((2, 2, 2), (3, 3, 2), (4, 3, 2), (8, 4, 3))
 
 
 def measure_ranks(target, head, prompt_ids: list, *, shape=MEASURED_SHAPE,
@@ -48,6 +55,26 @@ def measure_ranks(target, head, prompt_ids: list, *, shape=MEASURED_SHAPE,
             "max_new_tokens": max_new_tokens, "prompts": len(prompt_ids)}
 
 
+def measure_dynamic(target, head, prompt_ids: list, *, dynamic=DYNAMIC,
+                    max_new_tokens: int = 64, progress: bool = False) -> list:
+    """[{"dynamic": [nodes, depth, branch], "accepted_per_iteration", "iterations"}]: greedy
+    runs of the head's dynamic tree on each prompt; an iteration counts when it drafted."""
+    if not prompt_ids:
+        raise ValueError("prompt_ids must hold at least one prompt")
+    rows = []
+    for shape in dynamic:
+        drafter = FeatureDrafter(head.head, dynamic=shape)
+        runs = [speculative(target, drafter, ids, gamma=drafter.dynamic.depth,
+                            max_new_tokens=max_new_tokens)
+                for ids in tqdm(prompt_ids, desc=f"dynamic {tuple(shape)}",
+                                disable=not progress)]
+        drafting = [it for run in runs for it in run.trace if it.drafted]
+        accepted = sum(d.status == "accepted" for it in drafting for d in it.drafted)
+        rows.append({"dynamic": list(shape), "iterations": len(drafting),
+                     "accepted_per_iteration": accepted / max(len(drafting), 1)})
+    return rows
+
+
 def head_digest(folder=EMBEDDED_HEAD) -> str:
     """Which head the record measured: the first 16 hex digits of its weights' SHA-256."""
     return hashlib.sha256((folder / "model.safetensors").read_bytes()).hexdigest()[:16]
@@ -65,8 +92,11 @@ def main(argv=None) -> None:
     check_out_file(parser, "--out", args.out)
     target, head, tokenizer = load_pair()
     prompts = load_prompts("eval")
-    record = measure_ranks(target, head, [chat_ids(tokenizer, p["prompt"]) for p in prompts],
-                           max_new_tokens=args.max_new_tokens, progress=True)
+    prompt_ids = [chat_ids(tokenizer, p["prompt"]) for p in prompts]
+    record = measure_ranks(target, head, prompt_ids, max_new_tokens=args.max_new_tokens,
+                           progress=True)
+    record["dynamic"] = measure_dynamic(target, head, prompt_ids,
+                                        max_new_tokens=args.max_new_tokens, progress=True)
     cpu = cpu_identity()
     record.update(head=head_digest(), prompt_set="eval (held out from the head's training)",
                   greedy=True,
@@ -78,6 +108,9 @@ def main(argv=None) -> None:
     for d, row in enumerate(record["acceptance"]):
         print(f"depth {d + 1} ({record['reached'][d]} positions): " +
               ", ".join(f"top {r + 1} {a:.3f}" for r, a in enumerate(row)))
+    for row in record["dynamic"]:
+        print(f"dynamic {tuple(row['dynamic'])}: {row['accepted_per_iteration']:.3f} accepted "
+              f"per iteration ({row['iterations']} iterations)")
     print(f"written to {args.out}")
 
 
