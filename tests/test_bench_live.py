@@ -1,10 +1,14 @@
 """specnb.bench.live: the widgets' live runs (speculative summary, race) on tiny models."""
 
+import math
+
 import pytest
 
+from specnb import theory
 from specnb.core.latency import measure_forward_latency
-from specnb.bench.live import clock_against_theory, overlap_by_temperature, race, \
-    speculative_summary
+from specnb.bench.live import clock_against_theory, interleaved_clock, overlap_by_temperature, \
+    race, speculative_summary
+from specnb.theory import relative_cost
 from specnb.viz.timing import format_clock, format_race
 from specnb.viz.trace import format_summary
 
@@ -79,8 +83,25 @@ def test_clock_against_theory_on_tiny_models(target, drafts, prompts):
     assert perturbed["identical"] and 0 <= perturbed["alpha_hat"] <= 1
     for row in clock["rows"]:
         assert row["speedup_min"] <= row["speedup"] <= row["speedup_max"]
+        assert row["checking_cost_min"] <= row["checking_cost"] <= row["checking_cost_max"]
         assert row["checking_cost"] > 0 and row["predicted_with_checking"] > 0
+        assert row["checking_cost_curve"] == relative_cost(latency, row["gamma"] + 1)
     assert "outputs identical to autoregressive: yes" in format_clock(clock)
+    assert "curve" in format_clock(clock).splitlines()[0]
+
+
+def test_the_clock_charges_the_checking_cost_its_own_rounds_paid(target, drafts, prompts):
+    clock = clock_against_theory(target, {"same γ=3": (drafts["same"], 3)}, prompts[1],
+                                 repeats=3, warmup=0, max_new_tokens=8)
+    (row,) = clock["rows"]
+    assert math.isnan(row["checking_cost_curve"]) and "curve" not in format_clock(clock)
+    rounds = interleaved_clock(target, {"same γ=3": (drafts["same"], 3)},
+                                              prompts[1], repeats=2, warmup=0, max_new_tokens=8)
+    assert [len(r) for r in rounds["rounds"].values()] == [2, 2]
+    assert rounds["results"]["same γ=3"] is rounds["rounds"]["same γ=3"][-1]
+    expected = theory.predicted_with_block_cost(row["alpha_hat"], 3, row["c_hat"],
+                                                row["checking_cost"])
+    assert row["predicted_with_checking"] == pytest.approx(expected)
 
 
 @pytest.mark.parametrize("kwargs, name", [({"drafters": {}}, "drafters"),

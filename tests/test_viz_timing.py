@@ -138,14 +138,18 @@ CLOCK = {"repeats": 5, "max_new_tokens": 24, "autoregressive_median_s": 1.2,
          "rows": [{"name": "draft γ=2", "gamma": 2, "median_s": 1.5, "speedup": 0.8,
                    "speedup_min": 0.7, "speedup_max": 0.9, "tokens_per_forward": 1.4,
                    "draft_yield": 0.2, "alpha_hat": 0.3, "c_hat": 0.1, "checking_cost": 1.6,
+                   "checking_cost_min": 1.5, "checking_cost_max": 1.7, "checking_cost_curve": 1.9,
                    "predicted": 1.1, "predicted_with_checking": 0.75, "identical": True}]}
 
 
 def test_format_clock_from_a_hand_made_result():
     lines = format_clock(CLOCK).splitlines()
     assert len(lines) == 3 and "α̂" in lines[0] and "draft yield" in lines[0]
-    assert lines[1].split()[2:] == ["1.40", "0.200", "0.300", "0.100", "1.60", "1.10×", "0.75×",
-                                    "0.80×", "(0.70–0.90)"]
+    assert "checking, in loop" in lines[0] and "curve" in lines[0]
+    assert lines[1].split()[2:] == ["1.40", "0.200", "0.300", "0.100", "1.60", "(1.50–1.70)",
+                                    "1.90", "1.10×", "0.75×", "0.80×", "(0.70–0.90)"]
+    without_curve = {**CLOCK, "rows": [{**CLOCK["rows"][0], "checking_cost_curve": math.nan}]}
+    assert "curve" not in format_clock(without_curve).splitlines()[0]
     assert "timed 5 times" in lines[2] and lines[2].endswith("yes")
     with pytest.raises(ValueError, match="clock_against_theory"):
         format_clock({"rows": []})

@@ -5,8 +5,8 @@ per iteration, draft yield, per-position acceptance, α̂ and the eq. 1 predicti
 our autoregressive loop, our speculative loop and `generate(assistant_model=…)` on one prompt at
 one (γ, temperature) with the benchmark harness's own functions; `clock_against_theory` times
 our autoregressive loop and several (drafter, γ) on one prompt, repeats interleaved, and puts
-each measured speedup beside Thm 3.8 and the prediction that charges the measured checking
-cost (its clock, `interleaved_clock`, times any drafters, token trees included);
+each measured speedup beside Thm 3.8 and the prediction that charges the checking cost the loop
+paid in the same rounds (its clock, `interleaved_clock`, times any drafters, token trees included);
 `overlap_by_temperature` measures α̂ = mean Σ min(p_T, q_T) along a fixed answer, for
 many temperatures from one forward of each model (cheap curves for a widget). All return plain
 dicts: `specnb.viz.trace`, `specnb.viz.timing` and `specnb.viz.gamma_temperature` show them.
@@ -28,7 +28,7 @@ from ..core import logits_to_probs
 from ..core.args import check_int
 from ..methods import autoregressive, speculative
 from ..theory import estimate_alpha, estimate_cost_ratio, expected_tokens_per_iteration, \
-    predicted_speedup, predicted_with_block_cost, relative_cost
+    in_loop_checking_cost, predicted_speedup, predicted_with_block_cost, relative_cost
 from .compare import methods, parse_args, timed
 
 
@@ -106,12 +106,15 @@ def race(target, draft, ids, gamma: int = 4, temperature: float = 0.0, max_new_t
             else None}
 
 
-def clock_against_theory(target, drafters: dict, ids, latency: dict, repeats: int = 5,
-                         warmup: int = 1, max_new_tokens: int = 24) -> dict:
+def clock_against_theory(target, drafters: dict, ids, latency: dict | None = None,
+                         repeats: int = 5, warmup: int = 1, max_new_tokens: int = 24) -> dict:
     """Greedy, one prompt: time our autoregressive loop and each drafter, against the theory.
 
-    `drafters` maps a name to (drafter, γ), e.g. {"draft γ=2": (draft, 2)}; `latency` is a
-    `measure_forward_latency` result covering k = 1 .. γ+1 (the checking cost t(γ+1)/t(1)).
+    `drafters` maps a name to (drafter, γ), e.g. {"draft γ=2": (draft, 2)}. The checking cost
+    the prediction charges is the one the loop paid in these same rounds
+    (`theory.in_loop_checking_cost`: the method's mean target time per step over autoregressive
+    decoding's, with its spread); `latency`, a `measure_forward_latency` result covering
+    k = 1 .. γ+1, adds the microbenchmark's t(γ+1)/t(1) beside it for comparison.
     Every method runs `warmup` times, then `repeats` rounds each time every method once
     (interleaved, so a slow moment of the machine hits all methods alike); a round's speedup is
     autoregressive seconds / the method's seconds in that round.
@@ -119,9 +122,10 @@ def clock_against_theory(target, drafters: dict, ids, latency: dict, repeats: in
     Returns {"repeats", "max_new_tokens", "seconds": {name: [s per round]},
     "autoregressive_median_s", "autoregressive_tokens" (the greedy answer), "rows": [one dict
     per drafter: name, gamma, median_s, speedup (median), speedup_min, speedup_max,
-    tokens_per_forward, draft_yield, alpha_hat, c_hat, checking_cost, predicted (Thm 3.8),
-    predicted_with_checking, identical]}. The autoregressive loop is row-less: its time is the
-    denominator of every speedup.
+    tokens_per_forward, draft_yield, alpha_hat, c_hat, checking_cost (in the loop, median),
+    checking_cost_min, checking_cost_max, checking_cost_curve (the microbenchmark's, NaN without
+    `latency`), predicted (Thm 3.8), predicted_with_checking, identical]}. The autoregressive
+    loop is row-less: its time is the denominator of every speedup.
 
     Example: a drafter equal to the target at γ = 3 and α̂ = 1 -> tokens_per_forward near 4.
     """
@@ -142,14 +146,18 @@ def clock_against_theory(target, drafters: dict, ids, latency: dict, repeats: in
         gamma, result = int(gamma), results[name]
         ratios = timing["speedups"][name]
         alpha_hat, c_hat = estimate_alpha(result), estimate_cost_ratio(result, plain)
-        checking = relative_cost(latency, gamma + 1)
+        paid = in_loop_checking_cost(timing["rounds"][name], timing["rounds"]["autoregressive"])
+        checking = paid["median"]
         known = not (math.isnan(alpha_hat) or math.isnan(c_hat))
         rows.append({
             "name": name, "gamma": gamma, "median_s": statistics.median(seconds[name]),
             "speedup": statistics.median(ratios), "speedup_min": min(ratios),
             "speedup_max": max(ratios), "tokens_per_forward": result.stats.tokens_per_forward,
             "draft_yield": result.stats.draft_yield, "alpha_hat": alpha_hat, "c_hat": c_hat,
-            "checking_cost": checking,
+            "checking_cost": checking, "checking_cost_min": paid["low"],
+            "checking_cost_max": paid["high"],
+            "checking_cost_curve": (relative_cost(latency, gamma + 1) if latency is not None
+                                    else math.nan),
             "predicted": predicted_speedup(alpha_hat, gamma, c_hat) if known else math.nan,
             "predicted_with_checking": (predicted_with_block_cost(alpha_hat, gamma, c_hat, checking)
                                         if known else math.nan),
@@ -167,7 +175,8 @@ def interleaved_clock(target, drafters: dict, ids, repeats: int = 5, warmup: int
     `warmup` runs each, then `repeats` rounds, each running every method once (interleaved).
 
     Returns {"seconds": {name: [s per round]} ("autoregressive" first), "results": {name: the
-    last round's GenerationResult}, "speedups": {name: [autoregressive s / the method's s, per
+    last round's GenerationResult}, "rounds": {name: [its GenerationResult per round]},
+    "speedups": {name: [autoregressive s / the method's s, per
     round]}, "identical": {name: its tokens equal autoregressive's}}."""
     if not drafters:
         raise ValueError("drafters must map at least one name to (drafter, gamma)")
@@ -181,13 +190,15 @@ def interleaved_clock(target, drafters: dict, ids, repeats: int = 5, warmup: int
     for _ in range(warmup):
         for run in runs.values():
             run()
-    seconds, results = {name: [] for name in runs}, {}
+    seconds, rounds = {name: [] for name in runs}, {name: [] for name in runs}
     for _ in range(repeats):
         for name, run in runs.items():
-            results[name], elapsed, _ = timed(run, 1, target.device)
+            result, elapsed, _ = timed(run, 1, target.device)
             seconds[name].append(elapsed)
+            rounds[name].append(result)
+    results = {name: runs_of[-1] for name, runs_of in rounds.items()}
     plain = results["autoregressive"]
-    return {"seconds": seconds, "results": results,
+    return {"seconds": seconds, "results": results, "rounds": rounds,
             "speedups": {name: [a / b for a, b in zip(seconds["autoregressive"], seconds[name])]
                          for name in drafters},
             "identical": {name: results[name].tokens == plain.tokens for name in drafters}}
