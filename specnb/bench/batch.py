@@ -34,6 +34,7 @@ from ..methods import autoregressive, prompt_lookup, speculative
 from ..methods.inputs import eos_token_ids
 from ..methods.results import cut_at_eos
 from ..models.data import DATA_DIR, GROUPS, load_prompts
+from ..models.fast_path import cpu_identity
 from ..models.loading import chat_ids
 from ..models.pairs import load_pair
 from ..theory import estimate_alpha
@@ -190,10 +191,11 @@ def run(args, pair=None) -> dict:
                                            else set()))
     forward = measure_batch_forward(target, args.batch_sizes, widths,
                                     repeats=max(5, getattr(args, "forward_repeats", 7)))
+    cpu = cpu_identity()  # the host CPU, named in every record (also beside a GPU)
     return {"settings": {k: v for k, v in vars(args).items() if k != "out"},
             "device": torch.cuda.get_device_name(device) if device.type == "cuda"
-            else f"CPU {platform.processor() or platform.machine()}, "
-                 f"{torch.get_num_threads()} threads",
+            else f"CPU {cpu['name']} [{cpu['isa']}], {torch.get_num_threads()} threads",
+            "cpu": cpu,
             "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                          "python": platform.python_version()},
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
