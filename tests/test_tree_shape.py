@@ -90,6 +90,25 @@ def test_rounds_that_disagree_are_not_cached(target, monkeypatch, tmp_path):
     assert record["shape"] in tree_shape.candidate_shapes((2, 1)) and not cache.exists()
 
 
+def test_rounds_that_pick_a_tie_are_cached(target, monkeypatch, tmp_path):
+    # One round picks (2, 1), the other (2,), and pooled they lie within 2 %: either will do.
+    ranks = {"shape_measured": [2, 1], "acceptance": [[0.3, 0.6], [0.5]]}
+    nearly = [1.0, 1.0, 1.0, 1.06]  # t(4)/t(1) under which (2,) wins this round, by a hair
+    fake_clock(monkeypatch, [FLAT, nearly], c=0.05)
+    cache = tmp_path / "tree-shape.json"
+    record = tree_shape.recommend_shape(target, random_head(target), ranks=ranks,
+                                        cache_file=cache)
+    predicted = record["predicted"]
+    assert abs(predicted["(2, 1)"] - predicted["(2,)"]) <= tree_shape.TIE * max(
+        predicted["(2, 1)"], predicted["(2,)"])
+    assert record["shape"] in [(2,), (2, 1)] and cache.exists()
+    monkeypatch.setattr(tree_shape, "TIE", 0.0)  # without the tie rule the rounds disagree
+    fake_clock(monkeypatch, [FLAT, nearly], c=0.05)
+    strict = tmp_path / "strict.json"
+    tree_shape.recommend_shape(target, random_head(target), ranks=ranks, cache_file=strict)
+    assert not strict.exists()
+
+
 def test_a_real_measurement_on_a_tiny_model(target, tmp_path):
     record = tree_shape.recommend_shape(target, random_head(target), ranks=RANKS,
                                         cache_file=tmp_path / "c.json")

@@ -12,9 +12,10 @@ the candidate with the highest predicted speedup (`specnb.theory.predicted_tree_
 A chain of γ is the shape (1,) * γ, so chains compete too; so do the EAGLE-2 dynamic trees the
 record measured (their drafts accepted per iteration, `predicted_from_accepted`), since what they
 accept is no function of the rank table. The curve is measured in two rounds;
-when both pick the same shape it is cached in `cache_dir()/tree-shape.json`, keyed by the
-device, the model, its CPU path and the ranks (delete the file to measure again); when they
-disagree (a busy machine) the pooled choice is returned and nothing is cached.
+when both pick the same shape, or their two picks lie within `TIE` of each other by the pooled
+prediction (a tie: either is as good), it is cached in `cache_dir()/tree-shape.json`, keyed by
+the device, the model, its CPU path and the ranks (delete the file to measure again); when they
+disagree further (a busy machine) the pooled choice is returned and nothing is cached.
 `speculative(target, head, ids, max_new_tokens=...)` without `gamma` drafts this shape.
 """
 
@@ -40,6 +41,7 @@ from .loading import cache_dir
 RANKS_FILE = DATA_DIR / "head" / "ranks.json"
 ROUNDS = 2
 TIMING = {"prefix_len": 64, "repeats": 3, "head_tokens": 12}
+TIE = 0.02  # rounds whose picks are predicted within 2 % of each other agree on a tie
 
 
 def candidate_shapes(measured) -> list:
@@ -133,8 +135,8 @@ def recommend_shape(target, head, *, ranks=None, cache_file=None) -> dict:
               "predicted": {label(s): round(v, 4) for s, v in pooled.items()},
               "checking_cost": {k: round(ms / first["median_ms"][0], 4) for k, ms in
                                 zip(first["token_counts"], first["median_ms"])}}
-    agree = len({max(shapes, key=lambda s: r["predicted"][s]) for r in rounds}) == 1
-    if agree:
+    picks = {max(shapes, key=lambda s: r["predicted"][s]) for r in rounds}
+    if min(pooled[s] for s in picks) >= (1 - TIE) * pooled[best]:  # agree, or a tie
         cache[key] = record
         cache_file.parent.mkdir(parents=True, exist_ok=True)
         cache_file.write_text(json.dumps(cache, indent=1))
