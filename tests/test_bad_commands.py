@@ -108,6 +108,7 @@ ROWS = [
     ("train_head", ["--regression-weight", "-1"], "--regression-weight must be"),
     ("train_head", ["--regression-weight", "nan"], "--regression-weight must be"),
     ("train_head", ["--evaluate", "/nonexistent/head"], "no saved head there"),
+    ("train_head", ["--init", "/nonexistent/head"], "no saved head there"),
     ("train_head", ["--out", str(HERE)], "exists and is not a folder"),
     ("train_head", ["--out", UNDER_A_FILE], "cannot write there"),
     ("train_head", ["--data-tokens", "0"], "--data-tokens must be >= 1"),

@@ -87,3 +87,37 @@ def test_the_checkpoint_is_keyed_by_the_run(tmp_path, monkeypatch):
     assert train_head.checkpoint_path(parser_args, ["x/s1.pt", "x/s2.pt"]) != a
     parser_args.epochs = 3
     assert train_head.checkpoint_path(parser_args, ["x/s1.pt"]) != a
+    for name, weights in (("c", b"one head"), ("d", b"one head"), ("e", b"another head")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "model.safetensors").write_bytes(weights)
+    keys = []
+    for name in "cde":  # a continued run is keyed by its start's weights, not their folder
+        parser_args.init = tmp_path / name
+        keys.append(train_head.checkpoint_path(parser_args, ["x/s1.pt", "x/s2.pt"]))
+    assert keys[0] == keys[1] != keys[2] and a not in keys
+
+
+def test_a_continued_head_is_never_returned_worse_than_it_started(monkeypatch):
+    """`--init`: the start's held-out figure is epoch 0 and the best so far; when every epoch
+    measures worse, the start's weights come back unchanged."""
+    target = tiny_llama(3)
+    vocab, hidden = target.config.vocab_size, target.config.hidden_size
+    head = random_head(target, seed=1, layers=LAYERS, std=0.05).head
+    table = torch.full((vocab,), -1, dtype=torch.long)
+    table[head.draft_to_target] = torch.arange(len(head.draft_to_target))
+    entries = [train_head.to_entries(e, table) for e in fake_examples(vocab, hidden)]
+    heldout = [train_head.to_entries(e, table) for e in fake_examples(vocab, hidden, 3, seed=1)]
+    start = {k: v.clone() for k, v in head.state_dict().items()}
+    figures = iter([[0.5, 0.2], [0.4, 0.1], [0.3, 0.1]])  # the start, then two worse epochs
+    monkeypatch.setattr(train_head, "heldout_acceptance", lambda *a: next(figures))
+    history, best_epoch = run(head, entries, heldout, None, measure_start=True)
+    assert [h["epoch"] for h in history] == [0, 1, 2] and best_epoch == 0
+    assert history[0]["expected_accepted_per_iteration"] == 0.7
+    for k in start:
+        assert torch.equal(head.state_dict()[k], start[k]), k
+
+    figures = iter([[0.5, 0.2], [0.6, 0.3], [0.3, 0.1]])  # epoch 1 beats the start
+    monkeypatch.setattr(train_head, "heldout_acceptance", lambda *a: next(figures))
+    head.load_state_dict(start)
+    history, best_epoch = run(head, entries, heldout, None, measure_start=True)
+    assert best_epoch == 1 and any(not torch.equal(head.state_dict()[k], start[k]) for k in start)

@@ -20,6 +20,9 @@ Recipe (measured choices are recorded in data/README.md):
    under greedy decoding. The best epoch by that figure is saved, not the last or the lowest loss.
    Training is resumable: its state goes to `~/.cache/specnb/head-data/head-train/` every 10
    minutes and after each epoch, and the same command started again continues from there.
+   `--init HEAD` continues a saved head (its weights, its draft vocabulary) on the data at
+   hand: when the data grows, an epoch of it costs a third of three epochs from scratch; the
+   start's own held-out figure is epoch 0, so the result is never worse than the start.
 5. Then measure the new head's acceptance by rank (`python -m specnb.training.head_ranks`):
    `data/head/ranks.json` chooses the tree shape drafted without γ, and a test refuses a record
    of another head.
@@ -144,7 +147,8 @@ def heldout_acceptance(head, entries: list, steps: int) -> list:
 
 def train(head, entries, heldout, *, epochs, batch_size, lr, steps, step_decay, generator,
           log, regression_weight=0.0, checkpoint: Path | None = None,
-          checkpoint_seconds: float = 600.0, bf16: bool = False) -> tuple:
+          checkpoint_seconds: float = 600.0, bf16: bool = False,
+          measure_start: bool = False) -> tuple:
     """AdamW, warm-up and cosine decay; held-out acceptance after each epoch; best state.
 
     With `checkpoint` (a file), the whole state (weights, optimizer, schedule, the epoch's
@@ -152,7 +156,9 @@ def train(head, entries, heldout, *, epochs, batch_size, lr, steps, step_decay, 
     epoch, and a run that finds it resumes where it stopped: same batches, same result as an
     uninterrupted run. The caller keys the file by everything that decides the run.
     `bf16`: the forward and backward passes autocast to bfloat16 (weights, optimizer and the
-    loss's log-softmax stay float32); held-out acceptance is measured in float32."""
+    loss's log-softmax stay float32); held-out acceptance is measured in float32.
+    `measure_start` (a continued head): its held-out acceptance before training is epoch 0 of
+    the history and the best so far, so more training never returns a worse head."""
     parameters = [p for p in head.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(parameters, lr=lr, weight_decay=0.01)
     order = sorted(range(len(entries)), key=lambda i: len(entries[i]["tokens"]))
@@ -170,6 +176,13 @@ def train(head, entries, heldout, *, epochs, batch_size, lr, steps, step_decay, 
         first_epoch, done, epoch_rng = saved["epoch"], saved["done"], saved["epoch_rng"]
         print(f"resuming training from {checkpoint}: epoch {first_epoch + 1}, batch {done} of "
               f"{len(batches)}", file=sys.stderr)
+    elif measure_start:
+        head.eval()
+        acceptance = heldout_acceptance(head, heldout, steps)
+        history.append({"epoch": 0, "heldout_chained_acceptance": [round(a, 4) for a in acceptance],
+                        "expected_accepted_per_iteration": round(sum(acceptance), 4)})
+        log(history[-1])
+        best = (sum(acceptance), {k: v.detach().clone() for k, v in head.state_dict().items()}, 0)
 
     def save(epoch: int, done: int) -> None:
         partial = checkpoint.with_suffix(".partial")
@@ -243,6 +256,10 @@ def main(argv=None) -> None:
                              "units may be slower (weights and losses stay float32)")
     parser.add_argument("--train-lm-head", action="store_true",
                         help="train the LM head too (default: frozen target embedding rows)")
+    parser.add_argument("--init", type=Path, metavar="HEAD", default=None,
+                        help="continue from a saved head (its weights and its draft vocabulary; "
+                             "--draft-vocab is then ignored): more data for a head already "
+                             "trained, at a fraction of training from scratch")
     parser.add_argument("--limit", type=int, default=None, help="use only the first N prompts")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--evaluate", type=Path, metavar="HEAD",
@@ -265,8 +282,9 @@ def main(argv=None) -> None:
                      f"{args.regression_weight}")
     check_out_folder(parser, "--out", args.out)
 
-    if args.evaluate is not None and not (args.evaluate / "config.json").exists():
-        parser.error(f"--evaluate {args.evaluate}: no saved head there (config.json missing)")
+    for flag, path in (("--evaluate", args.evaluate), ("--init", args.init)):
+        if path is not None and not (path / "config.json").exists():
+            parser.error(f"{flag} {path}: no saved head there (config.json missing)")
     started = time.perf_counter()
     generator = torch.Generator().manual_seed(args.seed)
     torch.manual_seed(args.seed)
@@ -301,7 +319,15 @@ def main(argv=None) -> None:
     vocab = target.get_input_embeddings().weight.shape[0]
     special = sorted({tokenizer.eos_token_id, tokenizer.bos_token_id or 0,
                       *tokenizer.all_special_ids})
-    draft_to_target = draft_vocabulary(examples, args.draft_vocab, special, vocab)
+    start = None
+    if args.init is not None:
+        start = FeatureDrafter.from_pretrained(args.init, target).head.float()
+        if tuple(start.config.feature_layers) != tuple(FEATURE_LAYERS):
+            parser.error(f"--init {args.init}: the head reads layers "
+                         f"{list(start.config.feature_layers)}, the data holds {list(FEATURE_LAYERS)}")
+        draft_to_target = start.draft_to_target.cpu()
+    else:
+        draft_to_target = draft_vocabulary(examples, args.draft_vocab, special, vocab)
     target_to_draft = torch.full((vocab,), -1, dtype=torch.long)
     target_to_draft[draft_to_target] = torch.arange(len(draft_to_target))
     entries = [to_entries(e, target_to_draft) for e in examples]
@@ -323,15 +349,23 @@ def main(argv=None) -> None:
                         draft_vocab_size=len(draft_to_target),
                         max_position_embeddings=c.max_position_embeddings,
                         target_vocab_size=vocab)
-    head = init_head(config, target, draft_to_target, generator,
-                     train_lm_head=args.train_lm_head)
+    if start is None:
+        head = init_head(config, target, draft_to_target, generator,
+                         train_lm_head=args.train_lm_head)
+    else:
+        if start.config != config:
+            parser.error(f"--init {args.init}: the head's config {start.config} is not the one "
+                         f"this target and data call for ({config})")
+        head = start.train()
+        head.lm_head.weight.requires_grad_(args.train_lm_head)
     checkpoint = checkpoint_path(args, paths)
     history, best_epoch = train(head, entries, heldout, epochs=args.epochs,
                                 batch_size=args.batch_size, lr=args.lr, steps=args.steps,
                                 step_decay=args.step_decay, generator=generator,
                                 regression_weight=args.regression_weight,
                                 log=lambda h: print(json.dumps(h), file=sys.stderr),
-                                checkpoint=checkpoint, bf16=args.bf16)
+                                checkpoint=checkpoint, bf16=args.bf16,
+                                measure_start=start is not None)
     head.eval()
     FeatureDrafter(head).save_pretrained(args.out)
     checkpoint.unlink(missing_ok=True)
@@ -343,6 +377,7 @@ def main(argv=None) -> None:
         trainable_parameters=sum(p.numel() for p in head.parameters() if p.requires_grad),
         parameters=sum(p.numel() for p in head.parameters()),
         draft_vocab=len(draft_to_target), heldout_label_coverage=round(coverage, 4),
+        init=None if args.init is None else _init_record(args.init),
         heldout=f"{len(heldout)} eval prompts, the target's greedy answers, 128 tokens",
         history=history, best_epoch=best_epoch,
     )
@@ -351,12 +386,26 @@ def main(argv=None) -> None:
 def checkpoint_path(args, paths: list) -> Path:
     """Where a training run keeps its state: keyed by the shards and every option that changes
     the result, so that only the same run resumes from it (`--out` does not count)."""
-    keyed = {k: str(v) for k, v in vars(args).items() if k not in ("out", "evaluate")}
+    keyed = {k: str(v) for k, v in vars(args).items() if k not in ("out", "evaluate", "init")}
+    if getattr(args, "init", None) is not None:  # the head's weights, not where they lie
+        keyed["init"] = hashlib.sha256((args.init / "model.safetensors").read_bytes()).hexdigest()
     key = hashlib.sha256(json.dumps([keyed, [Path(p).name for p in paths]],
                                     sort_keys=True).encode()).hexdigest()[:16]
     folder = shard_dir().parent / "head-train"
     folder.mkdir(parents=True, exist_ok=True)
     return folder / f"checkpoint-{key}.pt"
+
+
+def _init_record(path: Path) -> dict:
+    """Where a continued head started: the digest of its weights and its own training record."""
+    record = {"weights_sha256": hashlib.sha256((path / "model.safetensors").read_bytes())
+              .hexdigest()}
+    if (path / "training.json").exists():
+        before = json.loads((path / "training.json").read_text())
+        record.update({k: before.get(k) for k in ("command", "answer_tokens", "positions",
+                                                  "best_epoch", "seconds")})
+        record["history"] = before.get("history")
+    return record
 
 
 def evaluate(target, tokenizer, head, gamma: int, seed: int, max_new_tokens: int = 128) -> None:
