@@ -106,12 +106,15 @@ def estimate_alpha(result) -> float:
 
 
 def decoding_step_seconds(result) -> list:
-    """The target's seconds in each loop step after the prompt's forward, in order (one value
-    per step: the rows of a batch share it)."""
+    """The target's seconds in each decoding step, in order (one value per step: the rows of a
+    batch share it). The loop's trace starts at step 1: the forward that fills the cache with
+    the prompt comes before it and is not in it. A trace with a step 0 (Jacobi's, whose first
+    forward feeds the whole prompt) leaves that step out, so every method is compared on its
+    decoding steps alone."""
     steps = {}
     for iteration in result.trace:
         steps[iteration.step] = iteration.target_s
-    return [seconds for _, seconds in sorted(steps.items())[1:]]
+    return [seconds for step, seconds in sorted(steps.items()) if step > 0]
 
 
 def in_loop_checking_cost(results, references) -> dict:
@@ -130,8 +133,8 @@ def in_loop_checking_cost(results, references) -> dict:
     for run, reference in zip(results, references):
         mine, theirs = decoding_step_seconds(run), decoding_step_seconds(reference)
         if not mine or not theirs or not sum(theirs) > 0:
-            raise ValueError("in_loop_checking_cost needs runs of at least two loop steps (the "
-                             "prompt's forward is left out): ask for more new tokens")
+            raise ValueError("in_loop_checking_cost needs runs of at least one decoding step "
+                             "each (the prompt's forward is left out): ask for more new tokens")
         ratios.append((sum(mine) / len(mine)) / (sum(theirs) / len(theirs)))
     ordered = sorted(ratios)
     middle = len(ordered) // 2

@@ -97,23 +97,27 @@ def test_optimal_gamma_rejects_negative_max_gamma_by_name():
         optimal_gamma(0.5, 0.1, max_gamma=-1)
 
 
-def run_of(*milliseconds):
-    """A one-row run whose loop steps took these target times (the first: the prompt's)."""
+def run_of(*milliseconds, prompt=None):
+    """A one-row run whose decoding steps (1, 2, ...) took these target times, as the loop
+    writes its trace; `prompt`: a step 0 first, holding the prompt's forward (Jacobi's trace)."""
     from specnb.methods.results import GenerationResult, Iteration, Stats
-    return GenerationResult("x", [[]], Stats(), [Iteration(target_s=ms / 1e3, step=step + 1)
-                                                 for step, ms in enumerate(milliseconds)])
+    steps = [Iteration(target_s=ms / 1e3, step=step + 1) for step, ms in enumerate(milliseconds)]
+    if prompt is not None:
+        steps.insert(0, Iteration(target_s=prompt / 1e3, step=0))
+    return GenerationResult("x", [[]], Stats(), steps)
 
 
 def test_in_loop_checking_cost_leaves_the_prompt_out_and_pairs_the_runs():
     from specnb.theory import decoding_step_seconds, in_loop_checking_cost
-    assert decoding_step_seconds(run_of(90, 12, 14)) == pytest.approx([0.012, 0.014])
+    assert decoding_step_seconds(run_of(12, 14)) == pytest.approx([0.012, 0.014])
+    assert decoding_step_seconds(run_of(12, 14, prompt=90)) == pytest.approx([0.012, 0.014])
     # the docstring's example; a prompt's forward of any length changes nothing
-    paid = in_loop_checking_cost([run_of(500, 12, 14)], [run_of(60, 10, 10, 10)])
+    paid = in_loop_checking_cost([run_of(12, 14, prompt=500)], [run_of(10, 10, 10)])
     assert paid["median"] == pytest.approx(1.3) and paid["n"] == 1
-    paid = in_loop_checking_cost([run_of(1, 12), run_of(1, 30), run_of(1, 15)],
-                                 [run_of(1, 10), run_of(1, 10), run_of(1, 10)])
+    paid = in_loop_checking_cost([run_of(12), run_of(30), run_of(15)],
+                                 [run_of(10), run_of(10), run_of(10)])
     assert (paid["low"], paid["median"], paid["high"]) == pytest.approx((1.2, 1.5, 3.0))
     with pytest.raises(ValueError, match="as many runs"):
         in_loop_checking_cost([run_of(1, 2)], [])
-    with pytest.raises(ValueError, match="at least two loop steps"):
-        in_loop_checking_cost([run_of(1)], [run_of(1, 2)])
+    with pytest.raises(ValueError, match="at least one decoding step"):
+        in_loop_checking_cost([run_of(prompt=1)], [run_of(1, 2)])

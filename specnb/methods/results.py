@@ -38,7 +38,8 @@ class Iteration:
     verify_s: float = 0.0
     info: dict = field(default_factory=dict)  # method-specific: n-gram source, Jacobi guesses
     row: int = 0  # which prompt of the batch
-    step: int = 0  # which loop step (0 is the prompt's forward)
+    step: int = 0  # which loop step: 1, 2, ... (the cache's fill with the prompt comes before
+    # step 1 and is not in the trace; Jacobi's step 0 is its first forward, the prompt's too)
     gamma: int | None = None  # the γ this row's schedule asked for (before budget caps)
 
 
