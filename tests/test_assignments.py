@@ -334,9 +334,9 @@ def test_a_student_folder_is_totalled_out_of_the_course_and_missing_notebooks_na
     assignments.grade([folder], SOURCE, stream=stream, jobs=2)
     text = stream.getvalue()
     points = assignments.course_points(SOURCE)
-    assert sum(auto for auto, _ in points.values()) == 45  # the README's table
-    assert f"total {folder}: 15/45 auto-graded points (+ up to 2 graded by hand)" in text
-    assert "not submitted (30 points): 03_ngram_lookup.ipynb, 04_jacobi.ipynb, " \
+    assert sum(auto for auto, _ in points.values()) == 48  # the README's table
+    assert f"total {folder}: 15/48 auto-graded points (+ up to 2 graded by hand)" in text
+    assert "not submitted (33 points): 03_ngram_lookup.ipynb, 04_jacobi.ipynb, " \
            "05_alpha_c_and_gamma.ipynb, 06_testing_a_sampler.ipynb" in text
 
 
@@ -352,38 +352,74 @@ def test_kernels_start_with_the_threads_asked_for():
     assert env["OMP_NUM_THREADS"] == env["MKL_NUM_THREADS"] == "1"
 
 
+def stepped_run(step_s, steps=10):
+    """A result whose decoding steps take `step_s` seconds each."""
+    from specnb.methods.results import GenerationResult, Iteration, Stats
+
+    trace = [Iteration(step=i + 1, target_s=step_s) for i in range(steps)]
+    return GenerationResult("speculative", [[]], Stats(), trace)
+
+
 class FakeClock:
-    """Seconds per decode as the check's own clock would measure them."""
+    """Seconds per decode, and the run's step times, as the check's own clock would measure."""
 
-    def __init__(self, ar, spec):
+    def __init__(self, ar, spec, steps=None):
         self.ar, self.spec, self.asked = ar, spec, []
+        self.steps = steps or {None: 0.03, 1: 0.036, 4: 0.054}  # checking 1.2 and 1.8
 
-    def seconds(self, gamma=None):
+    def run(self, gamma=None):
         self.asked.append(gamma)
-        return self.ar if gamma is None else self.spec[gamma]
+        return (stepped_run(self.steps[gamma]),
+                self.ar if gamma is None else self.spec[gamma])
 
 
-def timing_rows(ar, spec, alpha=0.3, c=0.1):
-    from specnb.theory import predicted_speedup
+def timing_rows(ar, spec, checking, alpha=0.3, c=0.1):
+    from specnb.theory import predicted_speedup, predicted_with_block_cost
     return [{"gamma": g, "ar_seconds": ar, "spec_seconds": s, "measured": ar / s,
-             "predicted": predicted_speedup(alpha, g, c)} for g, s in spec.items()]
+             "predicted": predicted_speedup(alpha, g, c), "checking_cost": checking[g],
+             "predicted_checked": predicted_with_block_cost(alpha, g, c, checking[g])}
+            for g, s in spec.items()]
 
 
 def test_a_timing_table_must_be_measured_in_this_run(monkeypatch):
     from specnb.core import timed as compare  # where timed() keeps what it measured
     from specnb.course import checks
 
-    spec = {1: 1.6, 4: 2.2}
-    rows = timing_rows(2.0, spec)
-    monkeypatch.setattr(compare, "MEASURED", [2.0, 1.6, 2.2])  # what timed() returned here
-    checks.check_timing_table(rows, 0.3, 0.1, gammas=[1, 4],
-                              clock=FakeClock(1.9, {1: 1.5, 4: 2.4}))
+    def measured(seconds, steps=(0.03, 0.036, 0.054)):  # what timed() returned here
+        monkeypatch.setattr(compare, "MEASURED", list(seconds))
+        monkeypatch.setattr(compare, "MEASURED_STEPS", list(steps))
+
+    # Eq. (2) at α 0.3, c 0.1: 1.3 / 1.3 = 1.0 at γ = 1 (checking 1.2), 1.425 / 2.2 = 0.65 at
+    # γ = 4 (checking 1.8); the clocks below measure 1.0 and 0.67. The theorem: 1.18, 1.02.
+    spec, checking = {1: 2.0, 4: 3.0}, {1: 0.036 / 0.03, 4: 0.054 / 0.03}
+    rows = timing_rows(2.0, spec, checking)
+    measured([2.0, 2.0, 3.0])
+    checks.check_timing_table(rows, 0.3, 0.1, gammas=[1, 4], clock=FakeClock(1.9, {1: 2.1, 4: 2.8}))
     # Typed in: the same table, but no timed() call returned those numbers.
-    monkeypatch.setattr(compare, "MEASURED", [2.01, 1.61, 2.19])
+    measured([2.01, 2.01, 3.01])
     with pytest.raises(checks.CheckFailed, match="not measured in this run"):
         checks.check_timing_table(rows, 0.3, 0.1, gammas=[1, 4], clock=FakeClock(1.9, spec))
+    # A typed checking cost: the times were measured, the cost is no ratio of two runs.
+    measured([2.0, 2.0, 3.0])
+    typed = timing_rows(2.0, spec, {1: 1.2, 4: 1.75})
+    with pytest.raises(checks.CheckFailed, match="checking_cost was not measured"):
+        checks.check_timing_table(typed, 0.3, 0.1, gammas=[1, 4], clock=FakeClock(1.9, spec))
+    # A ratio of the wrong runs (a run over itself: the theorem's 1) against the check's 1.8.
+    same = timing_rows(2.0, spec, {1: 1.0, 4: 1.0})
+    with pytest.raises(checks.CheckFailed, match="the check's own runs"):
+        checks.check_timing_table(same, 0.3, 0.1, gammas=[1, 4], clock=FakeClock(1.9, spec))
+    # The theorem's prediction in eq. (2)'s column.
+    theorem = [dict(row, predicted_checked=row["predicted"]) for row in rows]
+    with pytest.raises(checks.CheckFailed, match="predicted_checked = speedup_checked"):
+        checks.check_timing_table(theorem, 0.3, 0.1, gammas=[1, 4], clock=FakeClock(1.9, spec))
+    # A clock that eq. (2) does not predict: γ = 4 measured at 0.33x against 0.65x.
+    slow = {1: 2.0, 4: 6.0}
+    measured([2.0, 2.0, 6.0])
+    with pytest.raises(checks.CheckFailed, match="within 1.3x of the clock"):
+        checks.check_timing_table(timing_rows(2.0, slow, checking), 0.3, 0.1, gammas=[1, 4],
+                                  clock=FakeClock(1.9, slow))
     # Measured, but not the decode the row is about (ten times off the check's own clock).
-    monkeypatch.setattr(compare, "MEASURED", [2.0, 1.6, 2.2])
+    measured([2.0, 2.0, 3.0])
     with pytest.raises(checks.CheckFailed, match="the check's own run"):
         checks.check_timing_table(rows, 0.3, 0.1, gammas=[1, 4], clock=FakeClock(0.2, spec))
     # A duplicate γ = 1 row.

@@ -311,12 +311,26 @@ def best_gamma(alpha, c, max_gamma):
     return max(range(max_gamma + 1), key=lambda g: speedup(alpha, g, c))
 
 
+def step_mean(run):
+    return sum(it.target_s for it in run.trace) / len(run.trace)
+
+
+def checking_cost(spec, ar):
+    return step_mean(spec) / step_mean(ar)
+
+
+def speedup_checked(alpha, gamma, c, b):
+    return speedup(alpha, gamma, c) * (gamma * c + 1) / (gamma * c + b)
+
+
 def test_exercise_5_reference_passes(capsys):
     checks.check_estimate_alpha(alpha_from_trace)
     checks.check_cost_ratio(cost_ratio)
     checks.check_predicted_speedup(speedup)
     checks.check_best_gamma(best_gamma)
-    assert capsys.readouterr().out.count("✓") == 4
+    checks.check_checking_cost(checking_cost)
+    checks.check_speedup_checked(speedup_checked)
+    assert capsys.readouterr().out.count("✓") == 6
 
 
 @pytest.mark.parametrize("check, broken, hint", [
@@ -334,6 +348,13 @@ def test_exercise_5_reference_passes(capsys):
      "γ = 0"),
     (checks.check_best_gamma, lambda a, c, m: max(range(m), key=lambda g: speedup(a, g, c)),
      "range(max_gamma + 1)"),
+    (checks.check_checking_cost, lambda s, a: (s.stats.target_s / s.stats.target_forwards) / (
+        a.stats.target_s / a.stats.target_forwards), "prompt's forward"),
+    (checks.check_checking_cost, lambda s, a: sum(it.target_s for it in s.trace) / sum(
+        it.target_s for it in a.trace), "not the totals"),
+    (checks.check_checking_cost, lambda s, a: checking_cost(a, s), "upside down"),
+    (checks.check_speedup_checked, lambda a, g, c, b: speedup(a, g, c), "γc + b"),
+    (checks.check_speedup_checked, lambda a, g, c, b: speedup(a, g, c) / b, "replaces the 1"),
 ])
 def test_exercise_5_mistakes(check, broken, hint):
     expect_failure(check, broken, hint)
@@ -353,7 +374,9 @@ def test_measurements_and_timing_table_check_consistency_only(capsys):
         checks.check_measurements(spec.stats.draft_yield + 0.1, c_hat, best, spec, ar)
 
     rows = [{"gamma": g, "ar_seconds": 1.0, "spec_seconds": s, "measured": 1.0 / s,
-             "predicted": speedup(alpha_hat, g, c_hat)} for g, s in ((1, 1.3), (4, 0.7))]
+             "predicted": speedup(alpha_hat, g, c_hat), "checking_cost": b,
+             "predicted_checked": speedup_checked(alpha_hat, g, c_hat, b)}
+            for g, s, b in ((1, 1.3, 1.1), (4, 0.7, 1.6))]
     checks.check_timing_table(rows, alpha_hat, c_hat)  # slower with γ = 1 is fine: noisy clocks
     inverted = [dict(row, measured=row["spec_seconds"] / row["ar_seconds"]) for row in rows]
     with pytest.raises(CheckFailed, match="upside down"):

@@ -115,7 +115,7 @@ def expected_tokens(alpha, gamma):
     return (1 - alpha ** (gamma + 1)) / (1 - alpha)  # alpha = 1 divides by zero""",
         "ex5-gamma-guess": "gamma_star_at_08, why_gamma_grows = 6, \"b\"",
     }, {"ex5-cost-ratio-tests", "ex5-expected-tokens-tests", "ex5-formula-tests",
-        "ex5-bootstrap-tests", "ex5-predict-tests", "ex5-timing-tests"}),
+        "ex5-bootstrap-tests", "ex5-predict-tests", "ex5-checking-tests", "ex5-timing-tests"}),
     "06_testing_a_sampler": ({
         "ex6-no-min": "no_min_is_exact = True",
         "ex6-chi2": """

@@ -70,8 +70,22 @@ class TimedModel:
 
 
 # Every median `timed` has returned in this process, in order: assignment 05's check of a
-# timing table asks that its seconds were measured here, in the run being graded.
+# timing table asks that its seconds were measured here, in the run being graded. Beside it,
+# each returned run's mean target seconds per loop step after the prompt's forward (None for
+# a result without a trace): its checking costs must be ratios of two of them.
 MEASURED: list = []
+MEASURED_STEPS: list = []
+
+
+def mean_step_seconds(result) -> float | None:
+    """Mean target seconds per loop step after step 0 (the prompt's forward); None for a
+    result without a trace of two steps or more."""
+    from ..theory import decoding_step_seconds  # plain arithmetic; theory imports no model code
+
+    if not getattr(result, "trace", None):
+        return None
+    steps = decoding_step_seconds(result)
+    return sum(steps) / len(steps) if steps else None
 
 
 def timed(function, repeats: int, device):
@@ -90,4 +104,5 @@ def timed(function, repeats: int, device):
             result = function()
             seconds.append(time.perf_counter() - start)
     MEASURED.append(statistics.median(seconds))
+    MEASURED_STEPS.append(mean_step_seconds(result))
     return result, MEASURED[-1], max(seconds) - min(seconds)

@@ -15,8 +15,9 @@ IPython shows a failed check as its message alone (`report.short_tracebacks`).
 """
 
 from .acceptance import check_accept_probability, check_residual, check_verify_one
-from .gamma import Clock, check_best_gamma, check_cost_ratio, check_estimate_alpha, \
-    check_measurements, check_predicted_speedup, check_timing_table
+from .gamma import Clock, check_best_gamma, check_checking_cost, check_cost_ratio, \
+    check_estimate_alpha, check_measurements, check_predicted_speedup, check_speedup_checked, \
+    check_timing_table
 from .laws import SUSPECT_DRAFT, SUSPECT_TARGET, check_answer_form, check_broken_law, \
     check_chi2_pvalue, check_find_broken, check_overlap_prediction, check_prediction, suspects
 from .jacobi import check_jacobi_loop, check_jacobi_step, tiny_model
@@ -29,7 +30,8 @@ short_tracebacks()
 
 __all__ = ["CheckFailed", "Clock", "SUSPECT_DRAFT", "SUSPECT_TARGET", "check_accept_probability",
            "check_answer_form", "check_best_gamma",
-           "check_bootstrap", "check_broken_law", "check_chi2_pvalue", "check_cost_ratio",
+           "check_bootstrap", "check_broken_law", "check_checking_cost", "check_chi2_pvalue",
+           "check_cost_ratio", "check_speedup_checked",
            "check_expected_tokens", "check_find_broken", "check_overlap_prediction",
            "check_prediction", "short_tracebacks", "suspects",
            "check_estimate_alpha", "check_jacobi_loop", "check_jacobi_step",

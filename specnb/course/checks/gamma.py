@@ -4,11 +4,16 @@
     cost_ratio(spec_result, ar_result) -> float  mean draft forward / mean one-token target forward
     speedup(alpha, gamma, cost_ratio) -> float   Leviathan et al. 2023, Theorem 3.8
     best_gamma(alpha, cost_ratio, max_gamma) -> int
+    checking_cost(spec_result, ar_result) -> float  the loop's target time per step over a
+                                                   one-token forward's (from the traces)
+    speedup_checked(alpha, gamma, c, b) -> float   eq. (2): E[tokens] / (γc + b)
 
 The estimators are checked on synthetic results (random traces and stats built here), so no
 model runs; the formulas on a grid. `check_measurements` and `check_timing_table` check the
 numbers a student computed on the embedded pair for consistency only: timing is noisy, so
-nothing here asks speculative decoding to be faster.
+nothing here asks speculative decoding to be faster. What the timing table is asked is that
+eq. (2), charged with the checking cost the learner's own runs paid, predicts the learner's own
+clock (within `CHECKED_FACTOR`): the theorem's 1 in its place does not, on a CPU.
 """
 
 import math
@@ -16,7 +21,7 @@ import math
 import torch
 
 from ...theory import estimate_alpha, estimate_cost_ratio, expected_tokens_per_iteration, \
-    optimal_gamma, predicted_speedup
+    in_loop_checking_cost, optimal_gamma, predicted_speedup, predicted_with_block_cost
 from .report import call, failure, passed, show, to_float
 
 
@@ -123,6 +128,75 @@ def check_cost_ratio(cost_ratio, seed: int = 0) -> None:
     passed(name, 10)
 
 
+def _fake_steps(generator, steps: int, prompt_s: float, step_s: float):
+    """A run as the loop writes it: one iteration per decoding step (1, 2, ...), each about
+    `step_s` seconds; its stats count the prompt's forward (`prompt_s`, which fills the cache
+    before step 1 and is not in the trace) in `target_s` but not in `target_forwards`."""
+    _, GenerationResult, Iteration, Stats = _fake_types()
+    seconds = (step_s * (0.7 + 0.6 * torch.rand(steps, generator=generator))).tolist()
+    trace = [Iteration(step=i + 1, target_s=t) for i, t in enumerate(seconds)]
+    stats = Stats(iterations=steps, target_forwards=steps, target_s=prompt_s + sum(seconds))
+    return GenerationResult("speculative", [[]], stats, trace)
+
+
+def check_checking_cost(checking_cost, seed: int = 0) -> None:
+    name = "checking_cost"
+    generator = torch.Generator().manual_seed(seed)
+    for case in range(10):
+        steps = torch.randint(3, 30, (2,), generator=generator).tolist()
+        one = 0.02 + 0.03 * float(torch.rand((), generator=generator))
+        cost = 1.0 + 1.5 * float(torch.rand((), generator=generator))
+        spec = _fake_steps(generator, steps[0], 8 * one, cost * one)
+        ar = _fake_steps(generator, steps[1], 8 * one, one)
+        given = (f"a speculative run of {steps[0]} steps and an autoregressive run of "
+                 f"{steps[1]}; the first (step, target_s) of the speculative trace: "
+                 f"{[(it.step, round(it.target_s, 4)) for it in spec.trace[:3]]}")
+        expected = in_loop_checking_cost([spec], [ar])["median"]
+        got = to_float(call(checking_cost, spec, ar, given=given, name=name), name, given)
+        if _close(got, expected):
+            continue
+        mine = [it.target_s for it in spec.trace]
+        theirs = [it.target_s for it in ar.trace]
+        mistakes = [
+            ((spec.stats.target_s / spec.stats.target_forwards) /
+             (ar.stats.target_s / ar.stats.target_forwards), "stats.target_s also holds the "
+             "prompt's forward (it fills the cache before step 1), which is no checking: "
+             "average target_s over the trace's iterations instead"),
+            (sum(mine) / sum(theirs), "compare the mean time per step, not the totals: the two "
+             "runs take different numbers of steps"),
+            (1 / expected, "upside down: the speculative run's step over the autoregressive "
+             "run's one-token forward (> 1 when checking costs more than one token)"),
+        ]
+        hint = next((h for value, h in mistakes if _close(got, value)),
+                    "mean target_s over spec_result.trace, over the same mean for ar_result")
+        raise failure(name, given=given, expected=show(expected), got=show(got), hint=hint)
+    passed(name, 10)
+
+
+def check_speedup_checked(speedup_checked) -> None:
+    name = "speedup_checked"
+    cases = [(a, g, c, b) for a in (0.0, 0.3, 0.6, 1.0) for g in (0, 1, 3, 8)
+             for c in (0.0, 0.05, 0.3) for b in (1.0, 1.4, 2.5)]
+    for alpha, gamma, c, b in cases:
+        given = f"alpha = {alpha}, gamma = {gamma}, c = {c}, checking = {b}"
+        expected = predicted_with_block_cost(alpha, gamma, c, b)
+        got = to_float(call(speedup_checked, alpha, gamma, c, b, given=given, name=name),
+                       name, given)
+        if _close(got, expected):
+            continue
+        tokens = expected_tokens_per_iteration(alpha, gamma)
+        if b != 1 and _close(got, tokens / (gamma * c + 1)):
+            hint = "the target's forward costs b one-token forwards, not 1: γc + b"
+        elif b != 1 and _close(got, tokens / ((gamma * c + 1) * b)):
+            hint = "b replaces the 1 of γc + 1 (the target forward's cost); it does not scale " \
+                   "the draft's γc"
+        else:
+            hint = "speedup_checked = E[tokens per iteration] / (γc + b), with your " \
+                   "expected_tokens"
+        raise failure(name, given=given, expected=show(expected), got=show(got), hint=hint)
+    passed(name, len(cases))
+
+
 def check_predicted_speedup(speedup) -> None:
     name = "speedup"
     cases = [(a, g, c) for a in (0.0, 0.3, 0.6, 0.9, 1.0) for g in (0, 1, 3, 8)
@@ -208,35 +282,52 @@ class Clock:
 
     def seconds(self, gamma: int | None = None) -> float:
         """One autoregressive decode (gamma None) or one speculative decode at `gamma`."""
+        return self.run(gamma)[1]
+
+    def run(self, gamma: int | None = None) -> tuple:
+        """(result, seconds) of one autoregressive (gamma None) or speculative decode."""
         import specnb
         from ...core.timed import timed
 
         if gamma is None:
-            def run():
+            def decode():
                 return specnb.autoregressive(self.target, self.input_ids,
                                              max_new_tokens=self.max_new_tokens)
         else:
-            def run():
+            def decode():
                 return specnb.speculative(self.target, self.draft, self.input_ids, gamma=gamma,
                                           max_new_tokens=self.max_new_tokens)
-        return timed(run, 1, self.target.device)[1]
+        result, seconds, _ = timed(decode, 1, self.target.device)
+        return result, seconds
 
 
 CLOCK_FACTOR = 2.5  # a median of 3 against one run, on a machine grading other work: noisy
+# A checking cost is a ratio of two runs' step times, so the machine's speed cancels: tighter.
+CHECKING_FACTOR = 1.5
+# Eq. (2) leaves out the loop's own work and the draft's prompt forward (a few per cent on a
+# CPU; measured 0.95 to 1.03 of the clock at γ = 1 and 4); the theorem's cost of 1 misses by
+# the whole checking cost (1.6 at γ = 4 on an Intel Xeon: 0.72 of the clock).
+CHECKED_FACTOR = 1.3
 
 
 def check_timing_table(rows, alpha_hat, c_hat, gammas=None, clock: Clock | None = None) -> None:
-    """Each row: gamma, ar_seconds, spec_seconds, measured (= ar / spec), predicted (Thm 3.8).
+    """Each row: gamma, ar_seconds, spec_seconds, measured (= ar / spec), predicted (Thm 3.8),
+    checking_cost (the speculative run's step over the autoregressive run's) and
+    predicted_checked (eq. (2) with that checking cost).
 
     With `gammas` (the γ asked for, repeats allowed), the rows hold exactly those γ, each once.
-    With `clock`, the table must have
-    been measured in this run: every time in it is one that `timed` (specnb.core.timed)
-    returned here, and within a factor CLOCK_FACTOR of the check's own decode of that row."""
-    from ...core.timed import MEASURED
+    With `clock`, the table must have been measured in this run: every time in it is one that
+    `timed` (specnb.core.timed) returned here, within a factor CLOCK_FACTOR of the check's own
+    decode of that row; every checking cost is the ratio of two runs `timed` returned here,
+    within CHECKING_FACTOR of the check's own; and eq. (2) predicts the row's clock within
+    CHECKED_FACTOR."""
+    from ...core.timed import MEASURED, MEASURED_STEPS
 
     measured_here = list(MEASURED)  # before the check's own clock adds to it
+    step_means = [s for s in MEASURED_STEPS if s]
     name = "timing table"
-    keys = {"gamma", "ar_seconds", "spec_seconds", "measured", "predicted"}
+    keys = {"gamma", "ar_seconds", "spec_seconds", "measured", "predicted", "checking_cost",
+            "predicted_checked"}
     if not rows:
         raise failure(name, given="rows", got=repr(rows),
                       hint="rows is empty: fill in the timing cell above and run it")
@@ -265,6 +356,18 @@ def check_timing_table(rows, alpha_hat, c_hat, gammas=None, clock: Clock | None 
             raise failure(name, given=f"row {row}", expected=show(expected),
                           got=show(float(row["predicted"])),
                           hint="predicted = speedup(alpha_hat, gamma, c_hat) with your α̂ and ĉ")
+        checking = float(row["checking_cost"])
+        if not (math.isfinite(checking) and checking > 0):
+            raise failure(name, given=f"row {row}", got=f"checking_cost = {checking}",
+                          hint="checking_cost(spec_run, ar_run) of the two runs timed for "
+                               "this row: a positive ratio")
+        expected = predicted_with_block_cost(float(alpha_hat), int(gamma), float(c_hat),
+                                             checking)
+        if not _close(float(row["predicted_checked"]), expected, 1e-4):
+            raise failure(name, given=f"row {row}", expected=show(expected),
+                          got=show(float(row["predicted_checked"])),
+                          hint="predicted_checked = speedup_checked(alpha_hat, gamma, c_hat, "
+                               "checking_cost) with this row's checking cost")
     got_gammas = [int(row["gamma"]) for row in rows]
     if gammas is not None:
         if any(g is None for g in gammas):
@@ -283,9 +386,16 @@ def check_timing_table(rows, alpha_hat, c_hat, gammas=None, clock: Clock | None 
                 raise failure(name, given=f"row {row}", got=f"{key} = {row[key]}",
                               hint=f"{key} was not measured in this run: time it with "
                                    f"`timed(...)` in the cell above, do not type it")
-    own_ar = clock.seconds(None)
+        if not any(_close(float(row["checking_cost"]), a / b, 1e-9)
+                   for a in step_means for b in step_means):
+            raise failure(name, given=f"row {row}", got=f"checking_cost = {row['checking_cost']}",
+                          hint="checking_cost was not measured in this run: compute it with "
+                               "your checking_cost(spec_run, ar_run) from the runs `timed` "
+                               "returned in the cell above, do not type it")
+    own_ar, own_ar_seconds = clock.run(None)
     for row in rows:
-        own = {"ar_seconds": own_ar, "spec_seconds": clock.seconds(int(row["gamma"]))}
+        own_spec, own_spec_seconds = clock.run(int(row["gamma"]))
+        own = {"ar_seconds": own_ar_seconds, "spec_seconds": own_spec_seconds}
         for key, seconds in own.items():
             ratio = float(row[key]) / seconds
             if not 1 / CLOCK_FACTOR <= ratio <= CLOCK_FACTOR:
@@ -294,5 +404,23 @@ def check_timing_table(rows, alpha_hat, c_hat, gammas=None, clock: Clock | None 
                               got=f"{float(row[key]):.3f} s",
                               hint="time the decodes the row is about: autoregressive for "
                                    "ar_seconds, speculative at that γ for spec_seconds")
-    passed(name, len(rows), f"consistent, and measured in this run (within {CLOCK_FACTOR:g}× "
-                            f"of the check's own clock)")
+        own_checking = in_loop_checking_cost([own_spec], [own_ar])["median"]
+        ratio = float(row["checking_cost"]) / own_checking
+        if not 1 / CHECKING_FACTOR <= ratio <= CHECKING_FACTOR:
+            raise failure(name, given=f"row γ = {row['gamma']}",
+                          expected=f"checking_cost near {own_checking:.3f} (the check's own runs)",
+                          got=f"{float(row['checking_cost']):.3f}",
+                          hint="the speculative run at this row's γ over the autoregressive "
+                               "run, each the run `timed` returned for this row")
+        ratio = float(row["measured"]) / float(row["predicted_checked"])
+        if not 1 / CHECKED_FACTOR <= ratio <= CHECKED_FACTOR:
+            raise failure(name, given=f"row γ = {row['gamma']}",
+                          expected=f"eq. (2)'s {float(row['predicted_checked']):.3f}x within "
+                                   f"{CHECKED_FACTOR:g}x of the clock",
+                          got=f"measured {float(row['measured']):.3f}x",
+                          hint="the times and the checking cost of a row come from the same "
+                               "runs (a machine busy with other work can also do this: run "
+                               "the timing cell again)")
+    passed(name, len(rows), f"consistent, measured in this run (within {CLOCK_FACTOR:g}× of the "
+                            f"check's own clock), and eq. (2) with your checking cost predicts "
+                            f"your clock within {CHECKED_FACTOR:g}×")
