@@ -95,6 +95,8 @@ def test_summary_ratios_are_consistent(record):
     spec = summary["ours speculative γ=2"]
     assert 0.0 <= spec["acceptance"] <= 1.0 and 0.0 <= spec["alpha_hat"] <= 1.0
     assert spec["c_hat"] > 0 and spec["predicted"] > 0
+    lookup = summary["ours prompt lookup k=4"]  # α̂ of copied drafts; no draft model, no ĉ
+    assert 0.0 <= lookup["alpha_hat"] <= 1.0 and lookup["c_hat"] != lookup["c_hat"]
     assert bench.format_summary(record["summary"]["all"]).count("\n") == len(summary) + 1
     for name, line in summary.items():  # ×peer: the peer's time over ours
         peer = bench.peer_of(name)

@@ -311,8 +311,9 @@ def run(args, pair=None, progress: bool = True) -> dict:
                     stats.target_forwards, stats.drafted, stats.accepted)
                 if name == "ours autoregressive":
                     baseline = result
-                if stats.draft_forwards:
+                if stats.drafted:  # any checked draft, a model's or prompt lookup's copy
                     row.alpha_hat = estimate_alpha(result)
+                if stats.draft_forwards:
                     row.c_hat = estimate_cost_ratio(result, baseline)
                 asked = [it.gamma for it in result.trace if it.gamma is not None]
                 row.mean_gamma = statistics.mean(asked) if asked else float("nan")
