@@ -263,14 +263,16 @@ def calibrate_cost_aware(args, target, drafters, tokenizer, prompt, latency) -> 
 
 
 def select_prompts(args) -> list:
-    """The eval prompts named by --ids (in that order), else of --group, cut to the first --prompts."""
-    prompts = [p for p in load_prompts("eval") if args.group in (None, p["group"])]
+    """The prompts of --split named by --ids (in that order), else of --group, cut to the first
+    --prompts."""
+    split = getattr(args, "split", "eval")
+    prompts = [p for p in load_prompts(split) if args.group in (None, p["group"])]
     if args.ids:
         by_id = {p["id"]: p for p in prompts}
         missing = [i for i in args.ids if i not in by_id]
         if missing:
-            raise ValueError(f"--ids: no eval prompt {missing} (in group {args.group}); "
-                             f"see data/prompts/eval.jsonl")
+            raise ValueError(f"--ids: no {split} prompt {missing} (in group {args.group}); "
+                             f"see data/prompts/{split}.jsonl")
         prompts = [by_id[i] for i in args.ids]
     return prompts[:args.prompts] if args.prompts else prompts
 
@@ -454,10 +456,14 @@ def parse_args(argv=None, *, check_prompts: bool = False) -> argparse.Namespace:
     parser.add_argument("--block", type=int, default=8)
     parser.add_argument("--temperature", type=float, default=0.0,
                         help="0: greedy (outputs checked against autoregressive); > 0: sampled")
+    parser.add_argument("--split", choices=("eval", "test"), default="eval",
+                        help="the prompts: eval (the drafts' held-out figures, the shape "
+                             "advisor's acceptance) or test (held out from everything, for "
+                             "figures no choice was tuned on)")
     parser.add_argument("--group", choices=GROUPS, default=None)
     parser.add_argument("--prompts", type=int, default=0, help="first N prompts (0: all)")
     parser.add_argument("--ids", nargs="+", default=None,
-                        help="eval prompt ids to run, e.g. sky-blue rename-total (default: all)")
+                        help="prompt ids of --split to run, e.g. sky-blue rename-total (default: all)")
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
