@@ -10,6 +10,7 @@ import math
 import matplotlib
 import pytest
 
+import specnb
 from specnb.bench import compare as bench
 from specnb.viz.speedups import plot_speedups, speculative_by_gamma
 from specnb.viz.timing import plot_speedup_vs_gamma
@@ -207,3 +208,13 @@ def test_early_stop_runs_ours_and_transformers_at_the_same_threshold(monkeypatch
     assert tokens["0"] == tokens["0.6"] and drafted["0.6"] < drafted["0"]
     with pytest.raises(SystemExit):
         bench.parse_args(["--stop-below", "1.5"])
+
+
+def test_the_test_split_is_selectable():
+    args = bench.parse_args(["--split", "test", "--group", "open-ended", "--prompts", "3"])
+    chosen = bench.select_prompts(args)
+    assert [p["id"] for p in chosen] == [p["id"] for p in specnb.load_prompts("test", "open-ended")[:3]]
+    args = bench.parse_args(["--split", "test", "--ids", "sky-blue"])  # an eval prompt
+    with pytest.raises(ValueError, match="no test prompt"):
+        bench.select_prompts(args)
+    assert bench.parse_args([]).split == "eval"
