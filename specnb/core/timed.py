@@ -71,15 +71,15 @@ class TimedModel:
 
 # Every median `timed` has returned in this process, in order: assignment 05's check of a
 # timing table asks that its seconds were measured here, in the run being graded. Beside it,
-# each returned run's mean target seconds per loop step after the prompt's forward (None for
-# a result without a trace): its checking costs must be ratios of two of them.
+# each returned run's mean target seconds per decoding step (None for a result without a
+# trace): its checking costs must be ratios of two of them.
 MEASURED: list = []
 MEASURED_STEPS: list = []
 
 
 def mean_step_seconds(result) -> float | None:
-    """Mean target seconds per loop step after step 0 (the prompt's forward); None for a
-    result without a trace of two steps or more."""
+    """Mean target seconds per decoding step (`theory.decoding_step_seconds`: the prompt's
+    forward left out); None for a result without a trace or without a decoding step."""
     from ..theory import decoding_step_seconds  # plain arithmetic; theory imports no model code
 
     if not getattr(result, "trace", None):
