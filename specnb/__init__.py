@@ -20,7 +20,7 @@ __getattr__, __dir__ = lazy_attributes(__name__, globals(), {
     **dict.fromkeys(["Drafter", "FeatureDrafter", "ModelDrafter", "NgramDrafter", "NoDrafter"],
                     ".drafters"),
     **dict.fromkeys(["CostAwareGamma", "DraftedToken", "EmittedToken", "GenerationResult",
-                     "Iteration", "Stats", "autoregressive", "jacobi", "lookahead",
+                     "Iteration", "Stats", "autoregressive", "cost_aware_in_loop", "jacobi", "lookahead",
                      "prompt_lookup", "speculative"], ".methods"),
     "load_prompts": ".models.data",
     **dict.fromkeys(["chat_ids", "early_exit_draft", "load_model"], ".models.loading"),
@@ -34,7 +34,7 @@ __version__ = "0.1.0"
 __all__ = [
     "CostAwareGamma", "DraftedToken", "Drafter", "EmittedToken", "FeatureDrafter",
     "GenerationResult", "Iteration", "ModelDrafter", "NgramDrafter", "NoDrafter", "Stats",
-    "autoregressive", "chat_ids", "early_exit_draft", "estimate_alpha", "estimate_cost_ratio",
+    "autoregressive", "chat_ids", "cost_aware_in_loop", "early_exit_draft", "estimate_alpha", "estimate_cost_ratio",
     "expected_tokens_per_iteration", "jacobi", "load_model", "load_pair", "load_prompts",
     "lookahead", "optimal_gamma", "predicted_speedup", "prompt_lookup", "speculative", "verify",
 ]

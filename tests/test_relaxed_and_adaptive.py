@@ -260,13 +260,13 @@ def test_cost_aware_gamma_reads_a_noisy_latency_curve_as_non_decreasing():
 
 
 def test_cost_aware_gamma_in_loop_takes_the_costs_the_loop_paid(pair, monkeypatch):
-    """`in_loop` prices a check of γ + 1 tokens by the γ run's own steps over autoregressive
+    """`cost_aware_in_loop` prices a check of γ + 1 tokens by the γ run's own steps over autoregressive
     decoding's (a dip read as noise, as for a latency curve); its schedule stays greedy-exact."""
     import specnb.theory
 
     target, draft = pair
     ids = ragged_prompts(1, 7)[0]
-    schedule = CostAwareGamma.in_loop(target, draft, ids, gammas=(1, 2, 4), max_new_tokens=12)
+    schedule = specnb.cost_aware_in_loop(target, draft, ids, gammas=(1, 2, 4), max_new_tokens=12)
     assert set(schedule.checking) == {1, 2, 3, 5} and schedule.checking[1] == 1.0
     values = list(schedule.checking.values())
     assert values == sorted(values) and schedule.cost_ratio > 0
@@ -276,10 +276,12 @@ def test_cost_aware_gamma_in_loop_takes_the_costs_the_loop_paid(pair, monkeypatc
     paid = {1: 1.3, 2: 1.2, 4: 1.6}  # what each γ run paid: γ = 2 a noisy dip
     monkeypatch.setattr(specnb.theory, "in_loop_checking_cost",
                         lambda runs, refs: {"median": paid[runs[0].trace[0].gamma]})
-    schedule = CostAwareGamma.in_loop(target, draft, ids, gammas=(4, 1, 2), max_new_tokens=12)
+    schedule = specnb.cost_aware_in_loop(target, draft, ids, gammas=(4, 1, 2), max_new_tokens=12)
     assert schedule.checking == pytest.approx({1: 1.0, 2: 1.3, 3: 1.3, 5: 1.6})
     with pytest.raises(ValueError, match="gammas"):
-        CostAwareGamma.in_loop(target, draft, ids, gammas=(0,))
+        specnb.cost_aware_in_loop(target, draft, ids, gammas=(0,))
+    with pytest.raises(ValueError, match="runs"):
+        CostAwareGamma.from_runs(None, {})
 
 
 def test_cost_aware_gamma_stops_drafting_where_it_does_not_pay_but_keeps_probing():

@@ -82,7 +82,7 @@ class CostAwareGamma(GammaSchedule):
     α̂ = (accepted + prior_alpha·prior_weight) / (verified + prior_weight), counting drafts up to
     and including each block's first rejection (the i.i.d. acceptance of Thm 3.8). `checking`
     maps a number of scored tokens k to t(k)/t(1), the cost of checking k tokens in one target
-    forward: as the loop pays it (`CostAwareGamma.in_loop`) or by a microbenchmark
+    forward: as the loop pays it (`from_runs`, `calibrate.cost_aware_in_loop`) or by a microbenchmark
     (`measure`, `from_latency`); between and beyond the measured k it is interpolated linearly. When the formula says γ* = 0 (drafting does not
     pay: autoregressive is faster), the row stops drafting but probes with γ = 1 every
     `probe_every` iterations, so α̂ keeps learning and drafting resumes if it starts to pay.
@@ -141,26 +141,21 @@ class CostAwareGamma(GammaSchedule):
         return cls(cost_ratio, checking, **kwargs)
 
     @classmethod
-    def in_loop(cls, target, drafter, ids, *, gammas=(1, 2, 3, 4), max_new_tokens: int = 24,
-                **kwargs) -> "CostAwareGamma":
-        """Costs as the loop pays them, not from a microbenchmark: greedy runs of `drafter` at
-        each fixed γ of `gammas` and one autoregressive run on `ids`; t(γ+1)/t(1) is the γ run's
-        mean target time per step over the autoregressive run's (`theory.in_loop_checking_cost`,
-        made non-decreasing in k as in `from_latency`), and ĉ the γ = min(gammas) run's mean
-        draft forward over the autoregressive run's mean step."""
+    def from_runs(cls, plain, runs: dict, **kwargs) -> "CostAwareGamma":
+        """Costs as the loop paid them, not from a microbenchmark: `plain` a finished
+        autoregressive run and `runs` {γ: a finished greedy run at that fixed γ} on the same
+        prompt (`specnb.methods.calibrate.cost_aware_in_loop` makes both). t(γ+1)/t(1) is the γ
+        run's mean target time per step over the autoregressive run's
+        (`theory.in_loop_checking_cost`, made non-decreasing in k as in `from_latency`), and ĉ
+        the smallest γ's mean draft forward over the autoregressive run's mean step."""
         from ..theory import decoding_step_seconds, in_loop_checking_cost
-        from .autoregressive import autoregressive
-        from .speculative import speculative
 
-        gammas = sorted({check_int("each of gammas", g, 1) for g in gammas})
-        if not gammas:
-            raise ValueError("gammas must hold at least one γ >= 1")
-        plain = autoregressive(target, ids, max_new_tokens=max_new_tokens)
-        runs = {g: speculative(target, drafter, ids, gamma=g, max_new_tokens=max_new_tokens)
-                for g in gammas}
+        if not runs:
+            raise ValueError("runs must hold at least one {gamma: run} with gamma >= 1")
+        gammas = sorted(check_int("each gamma of runs", g, 1) for g in runs)
         checking, highest = {1: 1.0}, 1.0
-        for g, run in runs.items():
-            highest = max(highest, in_loop_checking_cost([run], [plain])["median"])
+        for g in gammas:
+            highest = max(highest, in_loop_checking_cost([runs[g]], [plain])["median"])
             checking[g + 1] = highest
         first = runs[gammas[0]].stats
         if not first.draft_forwards:
