@@ -2,13 +2,17 @@
 
 Speculative decoding with the default drafter (the feature head of data/head) and with the
 distilled draft model, prompt lookup and Jacobi, against autoregressive decoding: each prompt
-alone first (a table per prompt and method, with speedups), then all prompts as one batch.
+alone first (a table per prompt and method, with speedups), then the default pair against
+autoregressive decoding in interleaved timed rounds (the spread of a speedup, not one run),
+then all prompts as one batch.
 """
 
 import argparse
+import statistics
 
 from tqdm.auto import tqdm
 
+from .bench.live import interleaved_clock
 from .methods import autoregressive, jacobi, prompt_lookup, speculative
 
 from .models.data import load_prompts
@@ -18,7 +22,7 @@ from .theory import estimate_alpha
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m specnb", description=__doc__)
     parser.add_argument("--prompts", type=int, default=4, help="first N prompts of eval.jsonl")
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--gamma", type=int, default=None,
@@ -28,6 +32,9 @@ def main(argv=None) -> None:
                         help="drafts per iteration of the distilled draft model")
     parser.add_argument("--num-pred", type=int, default=8, help="prompt-lookup draft length")
     parser.add_argument("--block", type=int, default=8, help="Jacobi block size")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="timed rounds per prompt of autoregressive decoding and the default "
+                             "pair, interleaved, for the spread of its speedup (0: skip)")
     parser.add_argument("--prepare", action="store_true",
                         help="only fetch and cache the embedded model (the set-up does this)")
     args = parser.parse_args(argv)
@@ -37,6 +44,8 @@ def main(argv=None) -> None:
 
     if args.gamma is not None and args.gamma < 1:
         parser.error(f"--gamma must be >= 1, got {args.gamma}")
+    if args.repeats < 0:
+        parser.error(f"--repeats must be >= 0, got {args.repeats}")
     target, head, tokenizer = load_pair()
     # Without --gamma the head drafts the shape `speculative(..., gamma=None)` would: measured
     # here at first use (a few seconds), cached.
@@ -77,7 +86,34 @@ def main(argv=None) -> None:
             rows.append((prompt["id"], prompt["group"], name, result.stats,
                          result.tokens[0] == reference, estimate_alpha(result)))
     print_table(rows)
+    if args.repeats:
+        print_clock(target, f"feature head {shape}", (drafter, head_gamma), prompts, batch,
+                    args.repeats, args.max_new_tokens)
     print_batched(runs, batch, rows)
+
+
+def print_clock(target, name, pair, prompts, batch, repeats: int, max_new_tokens: int) -> None:
+    """The default pair against autoregressive decoding, `repeats` rounds per prompt, each round
+    running both once (interleaved, so a busy moment of the machine hits both); the table's runs
+    were the warm-up. A round's speedup is its autoregressive time over the pair's."""
+    print(f"\nthe default pair against autoregressive decoding, {repeats} interleaved rounds per "
+          f"prompt (×AR: median over rounds, min–max):")
+    rounds = [[0.0, 0.0] for _ in range(repeats)]
+    for prompt, ids in zip(tqdm(prompts, desc="timed rounds"), batch):
+        clock = interleaved_clock(target, {name: pair}, ids, repeats=repeats, warmup=0,
+                                  max_new_tokens=max_new_tokens)
+        speedups = clock["speedups"][name]
+        for i, (plain, ours) in enumerate(zip(clock["seconds"]["autoregressive"],
+                                              clock["seconds"][name])):
+            rounds[i][0] += plain
+            rounds[i][1] += ours
+        tqdm.write(f"  {prompt['id']:<20} {name}: {statistics.median(speedups):.2f}× "
+                   f"({min(speedups):.2f}–{max(speedups):.2f})"
+                   f"{'' if clock['identical'][name] else ', OUTPUT DIFFERS FROM AR'}")
+    totals = [plain / ours for plain, ours in rounds]
+    print(f"  {'all prompts':<20} {name}: {statistics.median(totals):.2f}× "
+          f"({min(totals):.2f}–{max(totals):.2f}; total autoregressive time over the pair's, "
+          f"per round)")
 
 
 def print_batched(runs, batch, rows) -> None:
@@ -87,19 +123,21 @@ def print_batched(runs, batch, rows) -> None:
     for _, _, name, stats, _, _ in rows:
         alone[name].append(stats.wall_s)
     reference = None
+    width = max(len(name) for name in runs)
     for name, run in runs.items():
         if name.startswith("jacobi"):  # Jacobi decodes one prompt at a time
             continue
         result = run(batch)
         reference = reference or result.tokens
         same = sum(a == b for a, b in zip(result.tokens, reference))
-        print(f"  {name:<22} {result.stats.new_tokens / result.stats.wall_s:6.1f} tok/s batched "
+        print(f"  {name:<{width}} {result.stats.new_tokens / result.stats.wall_s:6.1f} tok/s batched "
               f"vs {result.stats.new_tokens / sum(alone[name]):6.1f} one prompt at a time; "
               f"rows = AR greedy: {same}/{len(batch)}")
 
 
 def print_table(rows) -> None:
-    header = (f"{'prompt':<20} {'group':<15} {'method':<22} {'tokens':>6} {'fwd':>5} "
+    width = max(len(name) for _, _, name, _, _, _ in rows)  # a tree's name is long
+    header = (f"{'prompt':<20} {'group':<15} {'method':<{width}} {'tokens':>6} {'fwd':>5} "
               f"{'tok/fwd':>7} {'yield':>6} {'α̂':>6} {'wall s':>7} {'×AR':>5}  = AR greedy")
     print(header + "\n" + "-" * len(header))
     baseline = {}
@@ -107,7 +145,7 @@ def print_table(rows) -> None:
         baseline.setdefault(prompt_id, stats.wall_s)  # autoregressive runs first
         accept = "-" if not stats.drafted else f"{stats.draft_yield:.2f}"
         alpha = "-" if alpha_hat != alpha_hat else f"{alpha_hat:.2f}"  # NaN: nothing checked
-        print(f"{prompt_id:<20} {group:<15} {name:<22} {stats.new_tokens:>6} "
+        print(f"{prompt_id:<20} {group:<15} {name:<{width}} {stats.new_tokens:>6} "
               f"{stats.target_forwards:>5} {stats.tokens_per_forward:>7.2f} {accept:>6} {alpha:>6} "
               f"{stats.wall_s:>7.2f} {baseline[prompt_id] / stats.wall_s:>5.2f}  "
               f"{'yes' if same else 'NO'}")

@@ -15,6 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from specnb import __main__ as run
 from specnb.bench import compare as bench
 from specnb.bench import overhead
 from specnb.course import assignments
@@ -26,9 +27,12 @@ UNDER_A_FILE = str(HERE / "x" / "out.json")
 SUBMISSION = Path(assignments.SOURCE_DIR) / "03_ngram_lookup.ipynb"
 MODULES = {"bench": bench, "train_draft": train_draft, "train_head": train_head,
            "head_data": head_data, "head_ranks": head_ranks, "overhead": overhead,
-           "assignments": assignments}
+           "assignments": assignments, "run": run}
 
 ROWS = [
+    # python -m specnb (make run)
+    ("run", ["--gamma", "0"], "--gamma must be >= 1"),
+    ("run", ["--repeats", "-1"], "--repeats must be >= 0"),
     # bench
     ("bench", ["--repeats", "0"], "--repeats must be >= 1"),
     ("bench", ["--warmup", "-1"], "--warmup must be >= 0"),
@@ -109,6 +113,8 @@ ROWS = [
     ("train_head", ["--regression-weight", "nan"], "--regression-weight must be"),
     ("train_head", ["--evaluate", "/nonexistent/head"], "no saved head there"),
     ("train_head", ["--init", "/nonexistent/head"], "no saved head there"),
+    ("train_head", ["--split", "test"], "give --evaluate HEAD too"),
+    ("train_head", ["--evaluate", "data/head", "--split", "train"], "invalid choice"),
     ("train_head", ["--out", str(HERE)], "exists and is not a folder"),
     ("train_head", ["--out", UNDER_A_FILE], "cannot write there"),
     ("train_head", ["--data-tokens", "0"], "--data-tokens must be >= 1"),
@@ -148,7 +154,8 @@ def tripwires(monkeypatch):
                           (train_draft, ["load_model"]),
                           (train_head, ["load_model"]), (head_data, ["load_model"]),
                           (head_ranks, ["load_pair", "measure_ranks"]),
-                          (assignments, ["release", "grade", "grade_notebook"])):
+                          (assignments, ["release", "grade", "grade_notebook"]),
+                          (run, ["load_pair"])):
         for name in names:
             monkeypatch.setattr(module, name, tripwire)
 
@@ -183,6 +190,7 @@ def test_bench_flags_checked_as_a_notebook_calls_them():
 
 
 SUBPROCESS_ROWS = [
+    ("specnb", ["--repeats", "-1"], "--repeats must be >= 0"),
     ("specnb.bench", ["--repeats", "0"], "--repeats must be >= 1"),
     ("specnb.training.train_draft", ["--epochs", "0"], "--epochs must be >= 1"),
     ("specnb.training.train_head", ["--out", str(HERE)], "exists and is not a folder"),

@@ -265,7 +265,13 @@ def main(argv=None) -> None:
     parser.add_argument("--evaluate", type=Path, metavar="HEAD",
                         help="only measure a saved head: α̂ in the decoding loop on the open-ended "
                              "eval prompts, greedy and at T = 0.7, beside the distilled draft")
+    parser.add_argument("--split", choices=("eval", "test"), default=None,
+                        help="with --evaluate: the prompts it measures on, eval (the default: "
+                             "the held-out prompts training reports on) or test (held out from "
+                             "everything, for a figure no choice was tuned on)")
     args = parser.parse_args(argv)
+    if args.split is not None and args.evaluate is None:
+        parser.error("--split chooses the prompts of --evaluate; give --evaluate HEAD too")
     check_data_arguments(parser, args)
     if args.data_tokens is not None and args.data_tokens < 1:
         parser.error(f"--data-tokens must be >= 1, got {args.data_tokens}")
@@ -291,7 +297,7 @@ def main(argv=None) -> None:
     target, tokenizer = load_model()
     if args.evaluate is not None:
         evaluate(target, tokenizer, FeatureDrafter.from_pretrained(args.evaluate, target),
-                 args.steps, args.seed)
+                 args.steps, args.seed, split=args.split or "eval")
         return
     for p in target.parameters():
         p.requires_grad_(False)
@@ -386,7 +392,8 @@ def main(argv=None) -> None:
 def checkpoint_path(args, paths: list) -> Path:
     """Where a training run keeps its state: keyed by the shards and every option that changes
     the result, so that only the same run resumes from it (`--out` does not count)."""
-    keyed = {k: str(v) for k, v in vars(args).items() if k not in ("out", "evaluate", "init")}
+    keyed = {k: str(v) for k, v in vars(args).items()
+             if k not in ("out", "evaluate", "init", "split")}
     if getattr(args, "init", None) is not None:  # the head's weights, not where they lie
         keyed["init"] = hashlib.sha256((args.init / "model.safetensors").read_bytes()).hexdigest()
     key = hashlib.sha256(json.dumps([keyed, [Path(p).name for p in paths]],
@@ -408,17 +415,19 @@ def _init_record(path: Path) -> dict:
     return record
 
 
-def evaluate(target, tokenizer, head, gamma: int, seed: int, max_new_tokens: int = 128) -> None:
+def evaluate(target, tokenizer, head, gamma: int, seed: int, max_new_tokens: int = 128,
+             split: str = "eval") -> None:
     """α̂ (mean Σ min(p, q) over checked drafts), draft yield and tokens per forward of the head
-    and of the distilled draft, greedy and at T = 0.7, all open-ended eval prompts as one batch."""
+    and of the distilled draft, greedy and at T = 0.7, all open-ended prompts of `split` as one
+    batch."""
     from ..methods import speculative
     from ..models.pairs import load_embedded_draft
     from ..theory import estimate_alpha
 
     prompts = [chat_ids(tokenizer, p["prompt"])[0].tolist()
-               for p in load_prompts("eval", "open-ended")]
+               for p in load_prompts(split, "open-ended")]
     draft = load_embedded_draft(target.device, target.dtype)
-    print(f"{len(prompts)} open-ended eval prompts, {max_new_tokens} new tokens, γ = {gamma}")
+    print(f"{len(prompts)} open-ended {split} prompts, {max_new_tokens} new tokens, γ = {gamma}")
     for temperature in (0.0, 0.7):
         for name, drafter in (("feature head", head), ("distilled draft", draft)):
             result = speculative(target, drafter, prompts, gamma=gamma, temperature=temperature,
