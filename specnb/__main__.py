@@ -130,7 +130,8 @@ def print_batched(runs, batch, rows) -> None:
         result = run(batch)
         reference = reference or result.tokens
         same = sum(a == b for a, b in zip(result.tokens, reference))
-        print(f"  {name:<{width}} {result.stats.new_tokens / result.stats.wall_s:6.1f} tok/s batched "
+        rate = result.stats.new_tokens / result.stats.wall_s
+        print(f"  {name:<{width}} {rate:6.1f} tok/s batched "
               f"vs {result.stats.new_tokens / sum(alone[name]):6.1f} one prompt at a time; "
               f"rows = AR greedy: {same}/{len(batch)}")
 
