@@ -246,6 +246,24 @@ def test_bench_record_and_plot(tmp_path):
     plot_checking_cost(record).savefig(tmp_path / "curve.png")
     with pytest.raises(ValueError, match="record must hold"):
         plot_checking_cost({"token_counts": [1]})
+    assert record["attention"] == "sdpa" and record["attention_pass_ms"] is None
+
+
+def test_bench_record_times_the_copying_attention_beside_ours():
+    """A model on specnb's attention gets a third curve, transformers' copying sdpa, and is
+    left on its own attention and the dense path afterwards."""
+    from specnb.bench.cpu_path import COPYING, format_table, run
+    from specnb.models.attention import NAME, use_gqa_attention
+
+    model = use_gqa_attention(tiny_llama(1))
+    record = run(model, [1, 2, 3], prefix_len=4, repeats=2, rounds=2)
+    assert list(record["paths"]) == ["dense", "prepacked", COPYING]
+    assert record["attention"] == model.config._attn_implementation == NAME
+    assert model.specnb_cpu_path == "dense"
+    assert set(record["attention_pass_ms"]) == {NAME, "sdpa"}
+    assert all(len(ms) == 3 and min(ms) > 0 for ms in record["paths"].values())
+    assert len(record["samples_ms"][COPYING][0]) == 2  # one forward per round, two rounds
+    assert COPYING in format_table(record) and "vs sdpa" in format_table(record)
 
 
 @pytest.mark.embedded

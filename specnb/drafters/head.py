@@ -152,10 +152,14 @@ class FeatureHead(nn.Module):
         own = torch.arange(total, device=x.device) == \
             (past + torch.arange(width, device=x.device)).unsqueeze(1)
         mask = mask | own.unsqueeze(0)
-        groups = self.config.num_attention_heads // self.config.num_key_value_heads
-        attended = F.scaled_dot_product_attention(
-            q, k.repeat_interleave(groups, 1), v.repeat_interleave(groups, 1),
-            attn_mask=mask.unsqueeze(1))
+        if x.device.type == "cpu":  # the kernel shares each key/value head in place
+            attended = F.scaled_dot_product_attention(q, k, v, attn_mask=mask.unsqueeze(1),
+                                                      enable_gqa=True)
+        else:  # (a masked GQA call can fall back to the slow kernel on a GPU)
+            groups = self.config.num_attention_heads // self.config.num_key_value_heads
+            attended = F.scaled_dot_product_attention(
+                q, k.repeat_interleave(groups, 1), v.repeat_interleave(groups, 1),
+                attn_mask=mask.unsqueeze(1))
         output = self._finish(x, attended)
         if isinstance(logits_to_keep, torch.Tensor):
             keep = output[:, logits_to_keep]

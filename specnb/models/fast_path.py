@@ -143,7 +143,8 @@ def cpu_identity() -> dict:
 
 
 def calibration_key(model) -> str:
-    """What the choice depends on: CPU, ISA, torch, threads, and the model's shape."""
+    """What the choice depends on: CPU, ISA, torch, threads, the model's shape and attention
+    (a cache made before `specnb.models.attention` switched the embedded model is not reused)."""
     c, cpu = model.config, cpu_identity()
     shape = {k: getattr(c, k, None) for k in ("model_type", "hidden_size", "intermediate_size",
                                               "num_hidden_layers", "num_attention_heads",
@@ -151,7 +152,8 @@ def calibration_key(model) -> str:
     digest = hashlib.sha1(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:10]
     return (f"{cpu['name']} [{cpu['isa']}] torch {torch.__version__} "
             f"threads {torch.get_num_threads()} | {c.model_type} h{c.hidden_size} "
-            f"l{c.num_hidden_layers} v{c.vocab_size} {digest}")
+            f"l{c.num_hidden_layers} v{c.vocab_size} {digest}"
+            f" {getattr(c, '_attn_implementation', None) or 'eager'}")
 
 
 def calibrate(model, token_counts=None, prefix_len=None, repeats=None, rounds=None) -> dict:

@@ -150,6 +150,7 @@ def load_model(name_or_path=None, *, device=None, dtype=None, cpu_path=None):
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from .attention import use_gqa_attention
     from .fast_path import apply_cpu_path, resolve_cpu_path
 
     device = as_device(device)
@@ -165,6 +166,7 @@ def load_model(name_or_path=None, *, device=None, dtype=None, cpu_path=None):
             f"load_model() with no argument for the embedded {EMBEDDED_NAME}.") from error
     model.to(device).eval()
     model.generation_config.pad_token_id = tokenizer.pad_token_id or tokenizer.eos_token_id
+    use_gqa_attention(model)  # masked multi-token chunks share key/value heads (attention.py)
     return apply_cpu_path(model, cpu_path, cache_file=cpu_path_cache()), tokenizer
 
 
