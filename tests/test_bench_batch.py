@@ -158,7 +158,8 @@ def test_per_row_counts_from_the_trace():
     assert counts["ms_per_forward"] == pytest.approx(10.0)
 
 
-@pytest.mark.parametrize("name", ["bench-batch-cpu.json", "bench-batch-cpu-input-grounded.json"])
+@pytest.mark.parametrize("name", ["bench-batch-cpu-amd-epyc-avx2.json", "bench-batch-cpu.json",
+                                  "bench-batch-cpu-input-grounded.json"])
 def test_records_written_before_mix_still_read(name):
     import json as _json
     path = DATA_DIR / "results" / name
