@@ -249,6 +249,15 @@ def test_bench_record_and_plot(tmp_path):
     assert record["attention"] == "sdpa" and record["attention_pass_ms"] is None
 
 
+def test_the_calibration_key_names_the_attention():
+    """A cache measured on transformers' copying attention is not reused for ours."""
+    from specnb.models.attention import use_gqa_attention
+
+    plain = tiny_llama(1)
+    assert fast_path.calibration_key(plain).endswith(" sdpa")
+    assert fast_path.calibration_key(use_gqa_attention(tiny_llama(1))).endswith(" specnb_sdpa")
+
+
 def test_bench_record_times_the_copying_attention_beside_ours():
     """A model on specnb's attention gets a third curve, transformers' copying sdpa, and is
     left on its own attention and the dense path afterwards."""

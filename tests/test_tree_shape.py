@@ -5,6 +5,7 @@ measured acceptance by rank; `speculative(..., gamma=None)` drafting it; and the
 import json
 
 import pytest
+import torch
 
 import specnb
 from specnb.drafters import FeatureDrafter
@@ -125,7 +126,7 @@ def test_speculative_without_gamma_drafts_the_recommended_shape(target, prompts)
     head = random_head(target, std=0.05)
     plain = specnb.autoregressive(target, prompts[1], max_new_tokens=12)
     for shape in [(2, 1), (1, 1)]:
-        head.advisor = lambda shape=shape: shape
+        head.advisor = lambda temperature, shape=shape: shape
         chosen = specnb.speculative(target, head, prompts[1], max_new_tokens=12)
         tree = shape if max(shape) > 1 else None
         explicit = specnb.speculative(target, FeatureDrafter(head.head, tree=tree), prompts[1],
@@ -139,7 +140,7 @@ def test_speculative_without_gamma_drafts_the_recommended_shape(target, prompts)
 def test_speculative_without_gamma_drafts_a_recommended_dynamic_tree(target, prompts):
     head = random_head(target, std=0.05)
     plain = specnb.autoregressive(target, prompts[1], max_new_tokens=12)
-    head.advisor = lambda: DynamicTree(3, 2, 2)
+    head.advisor = lambda temperature: DynamicTree(3, 2, 2)
     drafter, gamma = head.recommended()
     assert drafter.dynamic == DynamicTree(3, 2, 2) and gamma == 2
     assert drafter.shape_text(gamma) == "dynamic tree (3, 2, 2)"
@@ -197,3 +198,33 @@ def test_the_shipped_ranks_measure_the_shipped_head():
     from specnb.training.head_ranks import DYNAMIC
     assert [tuple(row["dynamic"]) for row in ranks["dynamic"]] == list(DYNAMIC)
     assert all(row["iterations"] >= 300 for row in ranks["dynamic"])
+
+
+def test_sampling_takes_the_best_chain_greedy_the_choice():
+    record = {"shape": None, "dynamic": DynamicTree(2, 2, 2),
+              "predicted": {"(1,)": 1.30, "(2,)": 1.35, "(1, 1)": 1.33, "(1, 1, 1)": 1.10,
+                            "(2, 1)": 1.20, "dynamic (2, 2, 2)": 1.37}}
+    assert tree_shape.shape_for(record, 0.0) == DynamicTree(2, 2, 2)
+    assert tree_shape.shape_for(record, 0.7) == (1, 1)
+    static = {**record, "shape": (2,), "dynamic": None}
+    assert tree_shape.shape_for(static, 0.0) == (2,)
+    with pytest.raises(ValueError, match="no chain"):
+        tree_shape.shape_for({"shape": (2,), "dynamic": None, "predicted": {"(2,)": 1.2}}, 1.0)
+
+
+def test_speculative_asks_the_advisor_for_its_temperature(target, prompts):
+    head = random_head(target, std=0.05)
+    asked = []
+
+    def advisor(temperature):
+        asked.append(temperature)
+        return (1, 1) if temperature > 0 else (2, 1)
+    head.advisor = advisor
+    sampled = specnb.speculative(target, head, prompts[1], max_new_tokens=8, temperature=0.8,
+                                 generator=torch.Generator().manual_seed(0))
+    greedy = specnb.speculative(target, head, prompts[1], max_new_tokens=8)
+    assert asked == [0.8, 0.0]
+    assert all(d.parent is None for it in sampled.trace for d in it.drafted)  # a chain
+    assert any(d.parent is not None for it in greedy.trace for d in it.drafted)  # the tree
+    with pytest.raises(ValueError, match="temperature"):
+        specnb.speculative(target, head, prompts[1], max_new_tokens=8, temperature=-1.0)

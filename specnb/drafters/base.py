@@ -105,9 +105,9 @@ class Drafter:
         are one token long)."""
         raise NotImplementedError
 
-    def recommended(self) -> tuple:
-        """(drafter, γ) for `speculative(..., gamma=None)`; a drafter without a recommended
-        setting asks for γ."""
+    def recommended(self, temperature: float = 0.0) -> tuple:
+        """(drafter, γ) for `speculative(..., gamma=None)` at `temperature`; a drafter without
+        a recommended setting asks for γ."""
         raise ValueError(f"{type(self).__name__} has no recommended setting: pass gamma (drafts "
                          f"per iteration, e.g. gamma=2)")
 

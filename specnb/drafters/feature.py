@@ -71,14 +71,14 @@ class FeatureDrafter(Drafter):
         self.feature_layers = tuple(head.config.feature_layers)
         self.lm = None
 
-    # Set by `load_pair()`: () -> the widths or the DynamicTree to draft on this machine
-    # (specnb.models.tree_shape).
+    # Set by `load_pair()`: (temperature) -> the widths or the DynamicTree to draft on this
+    # machine at that temperature (specnb.models.tree_shape).
     advisor = None
 
-    def recommended(self) -> tuple:
+    def recommended(self, temperature: float = 0.0) -> tuple:
         """(drafter, γ) for `speculative(..., gamma=None)`: a tree as it is (γ = its depth), else
-        the shape `advisor` measures for this machine: a chain (this drafter), a static or a
-        dynamic tree (a new drafter on the same head)."""
+        the shape `advisor` measures for this machine and `temperature`: a chain (this
+        drafter), a static or a dynamic tree (a new drafter on the same head)."""
         if self.tree is not None:
             return self, len(self.tree)
         if self.dynamic is not None:
@@ -87,7 +87,7 @@ class FeatureDrafter(Drafter):
             raise ValueError("this FeatureDrafter has no recommended shape: pass gamma, give it a "
                              "tree, or load it with specnb.load_pair(), which measures one for "
                              "this machine")
-        choice = self.advisor()
+        choice = self.advisor(temperature)
         if isinstance(choice, DynamicTree):
             return FeatureDrafter(self.head, dynamic=choice), choice.depth
         shape = tuple(choice)

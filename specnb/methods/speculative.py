@@ -168,7 +168,8 @@ def speculative(target, draft, input_ids, *, gamma=None, max_new_tokens, tempera
     - `gamma`: an int, "heuristic" (transformers' schedule) or a `GammaSchedule`
       (`specnb.methods.schedules`, e.g. `CostAwareGamma`); each row adapts on its own. None:
       the drafter's recommended setting (`load_pair()`'s head: the chain or token tree measured
-      fastest on this machine, `specnb.models.tree_shape`); other drafters ask for γ.
+      fastest on this machine, a chain when sampling, `specnb.models.tree_shape`); other
+      drafters ask for γ.
     - `acceptance`: "exact" (default: every token has the target's law) or "typical"
       (Medusa's lossy rule with `posterior_threshold`, `posterior_alpha`; greedy-exact at T = 0).
     - `draft_max_len`: rows longer than this stop drafting and continue one target token per
@@ -176,8 +177,8 @@ def speculative(target, draft, input_ids, *, gamma=None, max_new_tokens, tempera
     - `disable_by_batch_size`: while this many rows or more are running, nothing is drafted.
     """
     drafter = as_drafter(target, draft)
-    if gamma is None:
-        drafter, gamma = drafter.recommended()
+    if gamma is None:  # the shape depends on the temperature (sampled chains accept more)
+        drafter, gamma = drafter.recommended(check_temperature(temperature))
     return generate(target, drafter, input_ids, gamma=gamma,
                     max_new_tokens=max_new_tokens, temperature=temperature, generator=generator,
                     eos_token_id=eos_token_id, attention_mask=attention_mask,

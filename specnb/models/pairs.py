@@ -62,16 +62,15 @@ def load_embedded_head(target):
     """The feature-reading draft head shipped in data/head, as a drafter for `target`."""
     from ..drafters import FeatureDrafter
 
-    from .tree_shape import recommend_shape
+    from .tree_shape import recommend_shape, shape_for
 
     head = FeatureDrafter.from_pretrained(EMBEDDED_HEAD, target)
-    chosen = []  # measured (or read from the cache) at the first call, then kept
+    measured = []  # measured (or read from the cache) at the first call, then kept
 
-    def advisor():  # `speculative(target, head, ids)` without gamma: the fastest shape here
-        if not chosen:
-            record = recommend_shape(target, head)
-            chosen.append(record["dynamic"] or record["shape"])
-        return chosen[0]
+    def advisor(temperature=0.0):  # `speculative(target, head, ids)` without gamma
+        if not measured:
+            measured.append(recommend_shape(target, head))
+        return shape_for(measured[0], temperature)
     head.advisor = advisor
     return head
 
