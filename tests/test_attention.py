@@ -73,12 +73,19 @@ def test_the_new_path_is_taken(model, monkeypatch):
         calls.append((args[0].shape[2], kwargs.get("enable_gqa", False), args[1].shape[1]))
         return real(*args, **kwargs)
     monkeypatch.setattr(attention, "F", SimpleNamespace(scaled_dot_product_attention=spy))
-    chunk_logits(with_attention(model, NAME))
+    ours = with_attention(model, NAME)
+    chunk_logits(ours)
     layers = model.config.num_hidden_layers
     heads = model.config.num_key_value_heads
     # the ragged fill (13 columns, padded), the chain, the tree
     assert calls == [(13, True, heads)] * layers + [(4, True, heads)] * layers + \
         [(5, True, heads)] * layers
+    calls.clear()
+    lm = BatchedCachedLM(ours, 0)
+    with torch.inference_mode():
+        lm.fill([[3, 4, 5]])
+        lm.forward(torch.tensor([[6]]))  # one token: transformers' own function
+    assert all(query_length > 1 for query_length, _, _ in calls)
 
 
 def test_a_broken_variant_is_caught(model, monkeypatch):
@@ -96,13 +103,15 @@ def test_a_broken_variant_is_caught(model, monkeypatch):
 
 
 def test_one_token_and_unmasked_calls_are_transformers_own(model):
+    """A one-token step (masked or not) and an unmasked chunk: the very same output."""
     layer = model.model.layers[0].self_attn
     generator = torch.Generator().manual_seed(0)
     query = torch.randn(1, 4, 1, 8, generator=generator)
     key, value = torch.randn(1, 2, 5, 8, generator=generator), torch.randn(1, 2, 5, 8,
                                                                             generator=generator)
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
-    for q, mask in ((query, None), (query.expand(1, 4, 3, 8).contiguous(), None)):
+    mask = torch.tensor([True, True, False, True, True]).view(1, 1, 1, 5)
+    for q, mask in ((query, None), (query, mask), (query.expand(1, 4, 3, 8).contiguous(), None)):
         ours, _ = gqa_sdpa_attention(layer, q, key, value, mask, scaling=0.3)
         theirs, _ = sdpa_attention_forward(layer, q, key, value, mask, scaling=0.3)
         assert torch.equal(ours, theirs)

@@ -18,7 +18,6 @@ grouped heads, extras such as a position bias) goes to transformers' own SDPA fu
 unchanged. The model stays a normal transformers model: `generate`, our loops, hooks.
 """
 
-import torch
 import torch.nn.functional as F
 
 NAME = "specnb_sdpa"

@@ -13,6 +13,7 @@ tokenizer's size, added for matmul efficiency); those rows are cut so both score
 import torch
 from transformers import AutoModelForCausalLM
 
+from .attention import use_gqa_attention
 from .data import DATA_DIR
 from .fast_path import apply_cpu_path, resolve_cpu_path
 from .loading import cpu_path_cache, default_device, default_dtype, load_model
@@ -55,6 +56,7 @@ def load_embedded_draft(device=None, dtype=None, cpu_path="dense"):
     device = torch.device(device) if device is not None else default_device()
     draft = AutoModelForCausalLM.from_pretrained(EMBEDDED_DRAFT,
                                                  dtype=dtype or default_dtype(device))
+    use_gqa_attention(draft)  # as load_model does (specnb.models.attention)
     return apply_cpu_path(draft.to(device).eval(), cpu_path, cache_file=cpu_path_cache())
 
 
