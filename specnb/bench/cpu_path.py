@@ -66,14 +66,14 @@ def run(model, token_counts, prefix_len: int, repeats: int, rounds: int) -> dict
 
     if why_not_prepacked(model):
         raise ValueError(f"model: {why_not_prepacked(model)}; this compares CPU float32 paths")
-    token_counts = list(token_counts)
-    measured = calibrate(model, token_counts, prefix_len, -(-repeats // rounds), rounds)
+    token_counts, per_round = list(token_counts), -(-repeats // rounds)
+    measured = calibrate(model, token_counts, prefix_len, per_round, rounds)
     use_path(model, "dense")
     paths = {path: measured[f"{path}_ms"] for path in ("dense", "prepacked")}
     samples = {path: measured[f"{path}_samples_ms"] for path in paths}
     attention = None
     if model.config._attn_implementation == ATTENTION:
-        attention = attention_pass(model, token_counts, prefix_len, -(-repeats // rounds), rounds)
+        attention = attention_pass(model, token_counts, prefix_len, per_round, rounds)
         paths[COPYING] = attention["median_ms"]["sdpa"]
         samples[COPYING] = attention["samples_ms"]["sdpa"]
     return {"cpu": cpu_identity(), "threads": torch.get_num_threads(),
@@ -83,7 +83,7 @@ def run(model, token_counts, prefix_len: int, repeats: int, rounds: int) -> dict
             "model": {k: getattr(model.config, k, None) for k in
                       ("name_or_path", "hidden_size", "num_hidden_layers", "vocab_size")},
             "token_counts": measured["token_counts"], "prefix_len": prefix_len,
-            "repeats": rounds * -(-repeats // rounds), "paths": paths,
+            "repeats": rounds * per_round, "paths": paths,
             "relative": {path: [ms / times[0] for ms in times] for path, times in paths.items()},
             "samples_ms": samples, "auto_would_pick": choose(measured),
             "attention": model.config._attn_implementation,

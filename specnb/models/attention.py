@@ -19,6 +19,7 @@ unchanged. The model stays a normal transformers model: `generate`, our loops, h
 """
 
 import torch.nn.functional as F
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 NAME = "specnb_sdpa"
 
@@ -27,8 +28,6 @@ def gqa_sdpa_attention(module, query, key, value, attention_mask, dropout=0.0, s
                        is_causal=None, **kwargs):
     """transformers' SDPA attention, but a masked multi-token chunk on the CPU shares the
     key/value heads instead of copying them. `query [B, H, Q, D]`, `key`/`value [B, Hkv, S, D]`."""
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
-
     groups = getattr(module, "num_key_value_groups", 1)
     ours = (query.device.type == "cpu" and groups > 1 and attention_mask is not None
             and query.shape[2] > 1 and key.shape[-1] == value.shape[-1]
