@@ -14,6 +14,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import torch
 
 from specnb import __main__ as run
 from specnb.bench import compare as bench
@@ -99,6 +100,11 @@ ROWS = [
     ("train_draft", ["--out", UNDER_A_FILE], "cannot write there"),
     # train_head
     ("train_head", ["--rounds", "0"], "--rounds must be >= 1"),
+    ("train_head", ["--device", "tpu"], "--device: device must be"),
+    ("train_head", ["--dtype", "int8"], "invalid choice"),
+    ("head_data", ["--device", "cuda:7" if torch.cuda.is_available() else "cuda"],
+     "--device: device cuda"),
+    ("head_data", ["--dtype", "float64"], "invalid choice"),
     ("train_head", ["--max-new-tokens", "0"], "--max-new-tokens must be >= 1"),
     ("train_head", ["--draft-vocab", "0"], "--draft-vocab must be >= 1"),
     ("train_head", ["--steps", "0"], "--steps must be >= 1"),

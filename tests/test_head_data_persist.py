@@ -215,7 +215,7 @@ def test_the_export_command_writes_records_and_generates_nothing(tmp_path, monke
     path.parent.mkdir(parents=True)
     torch.save([{"ids": p + [EOS], "answer_start": len(p)} for p in pool], path)
     calls = []
-    monkeypatch.setattr(head_data, "load_model", lambda: (None, None))
+    monkeypatch.setattr(head_data, "load_model", lambda **_: (None, None))
     monkeypatch.setattr(head_data, "prompt_pool",
                         lambda *args, **kwargs: calls.append(kwargs) or pool)
     monkeypatch.setattr(head_data, "build", lambda *a, **k: pytest.fail("built"))

@@ -121,3 +121,45 @@ def test_a_continued_head_is_never_returned_worse_than_it_started(monkeypatch):
     head.load_state_dict(start)
     history, best_epoch = run(head, entries, heldout, None, measure_start=True)
     assert best_epoch == 1 and any(not torch.equal(head.state_dict()[k], start[k]) for k in start)
+
+
+def test_a_time_limit_stops_midway_measures_and_resumes_to_the_same_result(tmp_path,
+                                                                           monkeypatch):
+    """`max_seconds`: the epoch in progress stops at the limit, is measured (its history entry
+    says where it stopped), the checkpoint keeps it, and a run without a limit resumes it to
+    the result of an uninterrupted run."""
+    target = tiny_llama(3)
+    vocab, hidden = target.config.vocab_size, target.config.hidden_size
+    head = random_head(target, seed=1, layers=LAYERS, std=0.05).head
+    table = torch.full((vocab,), -1, dtype=torch.long)
+    table[head.draft_to_target] = torch.arange(len(head.draft_to_target))
+    entries = [train_head.to_entries(e, table) for e in fake_examples(vocab, hidden)]
+    heldout = [train_head.to_entries(e, table) for e in fake_examples(vocab, hidden, 3, seed=1)]
+    start = {k: v.clone() for k, v in head.state_dict().items()}
+    # Held-out figures by measurement: epoch 1 is the best, the stopped state worse.
+    figures = {"epoch 1": [0.5, 0.2], "epoch 2": [0.4, 0.2], "stopped": [0.3, 0.1]}
+    order = iter(["epoch 1", "epoch 2", "stopped", "epoch 1", "epoch 2"])
+    monkeypatch.setattr(train_head, "heldout_acceptance", lambda *a: figures[next(order)])
+    history, best_epoch = run(head, entries, heldout, None)
+    finished = {k: v.clone() for k, v in head.state_dict().items()}
+    assert best_epoch == 1
+
+    clock = iter(range(1000))  # each reading of the clock is one second later
+    monkeypatch.setattr(train_head.time, "monotonic", lambda: float(next(clock)))
+    head.load_state_dict(start)
+    checkpoint = tmp_path / "checkpoint.pt"
+    stopped, _ = run(head, entries, heldout, checkpoint, checkpoint_seconds=1e9,
+                     max_seconds=6.5)  # 2 readings before the loop, 2 per batch: 3 batches
+    assert [h["epoch"] for h in stopped] == [1]
+    assert stopped[0]["stopped_at_time_limit"] == "3 of 4 batches"
+    saved = torch.load(checkpoint, weights_only=False)
+    assert (saved["epoch"], saved["done"]) == (0, 3)
+
+    monkeypatch.setattr(train_head.time, "monotonic", __import__("time").monotonic)
+    head.load_state_dict(start)
+    resumed, resumed_best = run(head, entries, heldout, checkpoint,
+                                generator=torch.Generator().manual_seed(99))
+    assert resumed[0] == stopped[0]  # the stop's measurement stays on record
+    assert resumed[1:] == history and resumed_best == best_epoch
+    for k in finished:
+        assert torch.equal(head.state_dict()[k], finished[k]), k

@@ -139,8 +139,8 @@ class FeatureDrafter(Drafter):
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         (path / "config.json").write_text(json.dumps(self.head.config.to_dict(), indent=2) + "\n")
-        state = {k: (v.to(torch.bfloat16) if v.is_floating_point() else v).contiguous()
-                 for k, v in self.head.state_dict().items()}
+        state = {k: (v.to(torch.bfloat16) if v.is_floating_point() else v).cpu().contiguous()
+                 for k, v in self.head.state_dict().items()}  # a head trained on a GPU too
         save_file(state, path / "model.safetensors")
 
     # ---- the contract ----------------------------------------------------------------------

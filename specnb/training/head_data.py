@@ -38,6 +38,7 @@ from tqdm.auto import tqdm
 
 from ..models.data import load_prompts
 from ..models.loading import cache_dir, load_model
+from .common import add_device_arguments, check_device_arguments
 from .head_records import (answer_tokens, export, rebuild_shards, records_dir,
                            records_to_rebuild, write_answers)
 from .prompts import prompt_pool  # the plan's prompts (train_head imports it from here)
@@ -285,11 +286,13 @@ def main(argv=None) -> None:
                         help="generate nothing: write the token records of the plan's finished "
                              "cached shards and the target's cached replies (self-written "
                              "prompts) into data/head-data/ ($SPECNB_HEAD_RECORDS)")
+    add_device_arguments(parser)
     args = parser.parse_args(argv)
     if args.tokens < 1:
         parser.error(f"--tokens must be >= 1, got {args.tokens}")
     check_data_arguments(parser, args, "--batch-size")
-    target, tokenizer = load_model()
+    check_device_arguments(parser, args)
+    target, tokenizer = load_model(device=args.device, dtype=args.dtype)
     pool = prompt_pool(target, tokenizer, args.self_prompts, seed=args.seed,
                        rows=args.data_batch_size, generate=not args.export)
     if args.export:
@@ -306,6 +309,7 @@ def main(argv=None) -> None:
                           rebuild=not args.no_rebuild)
     record.update(command="python -m specnb.training.head_data " + " ".join(
         sys.argv[1:] if argv is None else argv), threads=torch.get_num_threads(),
+        device=str(target.device), dtype=str(target.dtype).replace("torch.", ""),
         finished=time.strftime("%Y-%m-%d %H:%M:%S"))
     log = shard_dir().parent / "head-data-log.json"
     runs = json.loads(log.read_text()) if log.exists() else []

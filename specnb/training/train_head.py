@@ -45,7 +45,8 @@ from ..drafters.feature import FeatureDrafter
 from ..drafters.head import FeatureHead, HeadConfig
 from ..models.data import DATA_DIR, load_prompts
 from ..models.loading import chat_ids, load_model
-from .common import warmup_cosine, write_record
+from .common import (add_device_arguments, check_device_arguments, warmup_cosine,
+                     write_record)
 from .head_data import (FEATURE_LAYERS, add_data_arguments, build, cached_shards,
                         check_data_arguments,
                         generate_with_features, prompt_pool, shard_dir)
@@ -80,7 +81,8 @@ def to_entries(example: dict, target_to_draft: torch.Tensor) -> dict:
             "labelled": labelled}
 
 
-def collate(entries: list) -> dict:
+def collate(entries: list, device=None) -> dict:
+    """Pad entries into one batch (on the CPU, then moved to `device` when given)."""
     width = max(len(e["tokens"]) for e in entries)
     batch = {}
     for key, fill in (("tokens", 0), ("features", 0.0), ("label_ids", 0), ("label_probs", 0.0),
@@ -91,6 +93,8 @@ def collate(entries: list) -> dict:
             out[row, :len(e[key])] = e[key]
         batch[key] = out
     batch["valid"] = torch.arange(width) < torch.tensor([len(e["tokens"]) for e in entries])[:, None]
+    if device is not None and torch.device(device).type != "cpu":
+        batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
     return batch
 
 
@@ -128,7 +132,7 @@ def heldout_acceptance(head, entries: list, steps: int) -> list:
     Their sum is the expected number of accepted drafts per iteration at γ = steps."""
     chained, counted = [0.0] * steps, 0
     for entry in entries:
-        batch = collate([entry])
+        batch = collate([entry], head.fc.weight.device)
         outputs = head.unrolled(batch["tokens"], batch["features"].to(head.fc.weight.dtype),
                                 batch["valid"], steps)
         n = batch["tokens"].shape[1]
@@ -148,7 +152,7 @@ def heldout_acceptance(head, entries: list, steps: int) -> list:
 def train(head, entries, heldout, *, epochs, batch_size, lr, steps, step_decay, generator,
           log, regression_weight=0.0, checkpoint: Path | None = None,
           checkpoint_seconds: float = 600.0, bf16: bool = False,
-          measure_start: bool = False) -> tuple:
+          measure_start: bool = False, max_seconds: float | None = None) -> tuple:
     """AdamW, warm-up and cosine decay; held-out acceptance after each epoch; best state.
 
     With `checkpoint` (a file), the whole state (weights, optimizer, schedule, the epoch's
@@ -158,7 +162,10 @@ def train(head, entries, heldout, *, epochs, batch_size, lr, steps, step_decay, 
     `bf16`: the forward and backward passes autocast to bfloat16 (weights, optimizer and the
     loss's log-softmax stay float32); held-out acceptance is measured in float32.
     `measure_start` (a continued head): its held-out acceptance before training is epoch 0 of
-    the history and the best so far, so more training never returns a worse head."""
+    the history and the best so far, so more training never returns a worse head.
+    `max_seconds`: a time limit (a lent GPU's minutes): the epoch in progress when it passes
+    stops there, is measured like a finished one (its history entry says how many batches it
+    ran) and training ends; the learning rate has then not decayed to 0."""
     parameters = [p for p in head.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(parameters, lr=lr, weight_decay=0.01)
     order = sorted(range(len(entries)), key=lambda i: len(entries[i]["tokens"]))
@@ -194,15 +201,19 @@ def train(head, entries, heldout, *, epochs, batch_size, lr, steps, step_decay, 
     layers = list(head.config.feature_layers)
     top_index = layers.index(FINAL_STATE) if FINAL_STATE in layers else None
     saved_at = time.monotonic()
+    stop_at = math.inf if max_seconds is None else saved_at + max_seconds
     with tqdm(total=total, initial=first_epoch * len(batches) + done,
               desc="training head") as bar:
         for epoch in range(first_epoch, epochs):
+            if time.monotonic() >= stop_at:  # the limit passed as the last epoch ended
+                break
             head.train()
             generator.set_state(epoch_rng)  # the epoch's shuffle, again on resume
             shuffled = [batches[i] for i in torch.randperm(len(batches), generator=generator)]
             for indices in shuffled[done:]:
                 with torch.autocast(head.fc.weight.device.type, torch.bfloat16, enabled=bf16):
-                    loss, hits = unrolled_loss(head, collate([entries[i] for i in indices]),
+                    loss, hits = unrolled_loss(head, collate([entries[i] for i in indices],
+                                                             head.fc.weight.device),
                                                steps, step_decay, regression_weight, top_index)
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
@@ -216,15 +227,24 @@ def train(head, entries, heldout, *, epochs, batch_size, lr, steps, step_decay, 
                         and time.monotonic() - saved_at >= checkpoint_seconds):
                     save(epoch, done)
                     saved_at = time.monotonic()
+                if time.monotonic() >= stop_at:
+                    break
+            stopped = done < len(batches)
             head.eval()
             acceptance = heldout_acceptance(head, heldout, steps)
             history.append({"epoch": epoch + 1, "loss": round(loss.item(), 4),
                             "heldout_chained_acceptance": [round(a, 4) for a in acceptance],
-                            "expected_accepted_per_iteration": round(sum(acceptance), 4)})
+                            "expected_accepted_per_iteration": round(sum(acceptance), 4),
+                            **({"stopped_at_time_limit": f"{done} of {len(batches)} batches"}
+                               if stopped else {})})
             log(history[-1])
             if best is None or sum(acceptance) > best[0]:
                 best = (sum(acceptance), {k: v.detach().clone()
                                           for k, v in head.state_dict().items()}, epoch + 1)
+            if stopped:  # the checkpoint keeps the interrupted epoch: a rerun resumes it
+                if checkpoint is not None:
+                    save(epoch, done)
+                break
             epoch_rng, done = generator.get_state(), 0
             if checkpoint is not None:
                 save(epoch + 1, 0)
@@ -261,6 +281,11 @@ def main(argv=None) -> None:
                              "--draft-vocab is then ignored): more data for a head already "
                              "trained, at a fraction of training from scratch")
     parser.add_argument("--limit", type=int, default=None, help="use only the first N prompts")
+    parser.add_argument("--max-minutes", type=float, default=None,
+                        help="end within this many minutes of the command's start, loading "
+                             "included (a lent GPU's time): training stops there, the epoch in "
+                             "progress is measured and may still be the best, the record says "
+                             "where it stopped, and the same command resumes it")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--evaluate", type=Path, metavar="HEAD",
                         help="only measure a saved head: α̂ in the decoding loop on the open-ended "
@@ -269,6 +294,7 @@ def main(argv=None) -> None:
                         help="with --evaluate: the prompts it measures on, eval (the default: "
                              "the held-out prompts training reports on) or test (held out from "
                              "everything, for a figure no choice was tuned on)")
+    add_device_arguments(parser)
     args = parser.parse_args(argv)
     if args.split is not None and args.evaluate is None:
         parser.error("--split chooses the prompts of --evaluate; give --evaluate HEAD too")
@@ -280,6 +306,8 @@ def main(argv=None) -> None:
             parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if args.limit is not None and args.limit < 1:
         parser.error(f"--limit must be >= 1, got {args.limit}")
+    if args.max_minutes is not None and not 0 < args.max_minutes < math.inf:
+        parser.error(f"--max-minutes must be a finite number > 0, got {args.max_minutes}")
     if not (0 < args.lr < math.inf and 0 < args.step_decay <= 1):
         parser.error(f"--lr must be a finite number > 0 and --step-decay in (0, 1], got "
                      f"{args.lr} and {args.step_decay}")
@@ -287,6 +315,7 @@ def main(argv=None) -> None:
         parser.error(f"--regression-weight must be a finite number >= 0, got "
                      f"{args.regression_weight}")
     check_out_folder(parser, "--out", args.out)
+    check_device_arguments(parser, args)
 
     for flag, path in (("--evaluate", args.evaluate), ("--init", args.init)):
         if path is not None and not (path / "config.json").exists():
@@ -294,7 +323,7 @@ def main(argv=None) -> None:
     started = time.perf_counter()
     generator = torch.Generator().manual_seed(args.seed)
     torch.manual_seed(args.seed)
-    target, tokenizer = load_model()
+    target, tokenizer = load_model(device=args.device, dtype=args.dtype)
     if args.evaluate is not None:
         evaluate(target, tokenizer, FeatureDrafter.from_pretrained(args.evaluate, target),
                  args.steps, args.seed, split=args.split or "eval")
@@ -371,10 +400,13 @@ def main(argv=None) -> None:
                                 regression_weight=args.regression_weight,
                                 log=lambda h: print(json.dumps(h), file=sys.stderr),
                                 checkpoint=checkpoint, bf16=args.bf16,
-                                measure_start=start is not None)
+                                measure_start=start is not None,
+                                max_seconds=None if args.max_minutes is None else max(
+                                    0.0, 60 * args.max_minutes - (time.perf_counter() - started)))
     head.eval()
     FeatureDrafter(head).save_pretrained(args.out)
-    checkpoint.unlink(missing_ok=True)
+    if history[-1]["epoch"] == args.epochs and "stopped_at_time_limit" not in history[-1]:
+        checkpoint.unlink(missing_ok=True)  # finished: nothing to resume
     write_record(
         args.out, "specnb.training.train_head", args, argv, started, target.device,
         seed=args.seed, prompts=len(prompt_ids), rounds=args.rounds, shards=len(paths),
@@ -393,7 +425,7 @@ def checkpoint_path(args, paths: list) -> Path:
     """Where a training run keeps its state: keyed by the shards and every option that changes
     the result, so that only the same run resumes from it (`--out` does not count)."""
     keyed = {k: str(v) for k, v in vars(args).items()
-             if k not in ("out", "evaluate", "init", "split")}
+             if k not in ("out", "evaluate", "init", "split", "max_minutes")}
     if getattr(args, "init", None) is not None:  # the head's weights, not where they lie
         keyed["init"] = hashlib.sha256((args.init / "model.safetensors").read_bytes()).hexdigest()
     key = hashlib.sha256(json.dumps([keyed, [Path(p).name for p in paths]],
