@@ -49,7 +49,8 @@ test: $(EXTRA)test $(OLDEST)
 	$(PARALLEL) --durations=15
 	PYTHONPATH=$(OLDEST) $(PARALLEL) -q -o addopts="" -p no:cacheprovider \
 		tests/test_kv.py tests/test_methods_greedy.py tests/test_batch_kv.py \
-		tests/test_feature_head.py tests/test_dynamic_tree.py tests/test_attention.py
+		tests/test_feature_head.py tests/test_dynamic_tree.py tests/test_attention.py \
+		tests/test_head_data.py
 
 # The quick tier: tiny in-memory models only. nbval is switched off (so no notebook is even
 # collected) and with it the nbval options of pyproject's addopts.

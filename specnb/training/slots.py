@@ -21,6 +21,8 @@ It does not decide what to generate or store shards (`head_data` does); it keeps
 between calls of `generate_stream`.
 """
 
+import inspect
+
 import torch
 
 from ..core.sampler import argmax
@@ -57,6 +59,18 @@ class SlotCache:
         return keys[:, :, :width], values[:, :, :width]
 
 
+def cache_argument(layer_class) -> str:
+    """The name under which a decoder layer takes its KV cache: `cache` in transformers 5.24,
+    `past_key_values` in 5.0 to 5.17 at least. A name the layer does not know would vanish into
+    its **kwargs and leave it without a cache, so the signature decides."""
+    names = inspect.signature(layer_class.forward).parameters
+    for name in ("cache", "past_key_values", "past_key_value"):
+        if name in names:
+            return name
+    raise TypeError(f"{layer_class.__name__}.forward takes no KV cache argument that specnb "
+                    f"knows (cache, past_key_values, past_key_value): {list(names)}")
+
+
 def forward_slots(target, cache: SlotCache, input_ids, positions, mask, layers) -> tuple:
     """The target's forward on `input_ids [N, T]` at `positions [N, T]` with a boolean
     attention mask `[N, 1, T, K]`; returns (features `[N, T, len(layers), H]`, the final normed
@@ -70,11 +84,12 @@ def forward_slots(target, cache: SlotCache, input_ids, positions, mask, layers) 
         ~mask, torch.finfo(hidden.dtype).min)
     rotary = body.rotary_emb(hidden, positions)
     captured = {}
+    cache_kwarg = {cache_argument(type(body.layers[0])): cache}
     for index, layer in enumerate(body.layers):
         if index in layers:
             captured[index] = hidden
-        hidden = layer(hidden, attention_mask=mask, position_ids=positions, cache=cache,
-                       position_embeddings=rotary)
+        hidden = layer(hidden, attention_mask=mask, position_ids=positions,
+                       position_embeddings=rotary, **cache_kwarg)
     hidden = body.norm(hidden)
     captured[len(body.layers)] = hidden
     return torch.stack([captured[i] for i in layers], dim=2), hidden
