@@ -153,10 +153,25 @@ class Run:
         print(f"{name}: {how}, exit {process.returncode}, {step['seconds']} s", flush=True)
         return step
 
+    def machine(self) -> str:
+        """The accelerator and versions, read once (in a child: this script imports no torch)."""
+        if not hasattr(self, "_machine"):
+            probe = ("import os, torch, transformers; from specnb.models.fast_path import "
+                     "cpu_identity as c; d = torch.cuda.is_available() and "
+                     "torch.cuda.get_device_properties(0); print((f'{d.name} ({d.total_memory "
+                     "// 2**20} MiB), ' if d else '') + f\"{c()['name']} ({c()['isa']}), "
+                     "{os.cpu_count()} CPU cores; torch {torch.__version__}, transformers "
+                     "{transformers.__version__}\")")
+            done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                                  env=self.env, timeout=120)
+            self._machine = done.stdout.strip() or done.stderr.strip()[-200:]
+        return self._machine
+
     def summary(self) -> dict:
         data_log = gpu_transfer.cache_dir() / "head-data" / "head-data-log.json"
         head = self.build / "head" / "training.json"
-        return {"device": self.args.device, "budget": self.args.budget,
+        return {"machine": self.machine(), "date": time.strftime("%Y-%m-%d"),
+                "device": self.args.device, "budget": self.args.budget,
                 "settings": self.settings, "token_goal": getattr(self, "goal", None),
                 "disk_free_bytes": shutil.disk_usage(gpu_transfer.cache_dir()).free
                 if gpu_transfer.cache_dir().exists() else None, "deadline_s": self.args.deadline,
