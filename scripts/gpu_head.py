@@ -29,7 +29,6 @@ so that any machine can rebuild the same data. `--device cpu --budget small` is 
 """
 
 import argparse
-import hashlib
 import json
 import os
 import shutil
@@ -105,6 +104,8 @@ def join_file(folder: Path, manifest: dict, destination: Path) -> Path:
 
 
 class Run:
+    """One gpu_head run: its settings, the steps so far, and what goes back ($OUT)."""
+
     def __init__(self, args):
         self.args, self.settings = args, SETTINGS[args.budget]
         self.start, self.steps = time.monotonic(), []

@@ -28,6 +28,18 @@ def fake_examples(vocab: int, hidden: int, count: int = 12, seed: int = 0) -> li
     return examples
 
 
+def head_and_data() -> tuple:
+    """A small random head on a tiny target, 12 training entries and 3 held-out ones."""
+    target = tiny_llama(3)
+    vocab, hidden = target.config.vocab_size, target.config.hidden_size
+    head = random_head(target, seed=1, layers=LAYERS, std=0.05).head
+    table = torch.full((vocab,), -1, dtype=torch.long)
+    table[head.draft_to_target] = torch.arange(len(head.draft_to_target))
+    entries = [train_head.to_entries(e, table) for e in fake_examples(vocab, hidden)]
+    heldout = [train_head.to_entries(e, table) for e in fake_examples(vocab, hidden, 3, seed=1)]
+    return head, entries, heldout
+
+
 def run(head, entries, heldout, checkpoint, **overrides):
     settings = dict(epochs=2, batch_size=3, lr=1e-2, steps=2, step_decay=0.8,
                     generator=torch.Generator().manual_seed(5), log=lambda h: None,
@@ -37,13 +49,7 @@ def run(head, entries, heldout, checkpoint, **overrides):
 
 @pytest.mark.parametrize("bf16", [False, True])
 def test_a_stopped_run_resumes_to_the_same_result(tmp_path, monkeypatch, bf16):
-    target = tiny_llama(3)
-    vocab, hidden = target.config.vocab_size, target.config.hidden_size
-    head = random_head(target, seed=1, layers=LAYERS, std=0.05).head
-    table = torch.full((vocab,), -1, dtype=torch.long)
-    table[head.draft_to_target] = torch.arange(len(head.draft_to_target))
-    entries = [train_head.to_entries(e, table) for e in fake_examples(vocab, hidden)]
-    heldout = [train_head.to_entries(e, table) for e in fake_examples(vocab, hidden, 3, seed=1)]
+    head, entries, heldout = head_and_data()
     start = {k: v.clone() for k, v in head.state_dict().items()}
 
     history, best_epoch = run(head, entries, heldout, None, bf16=bf16)
@@ -100,13 +106,7 @@ def test_the_checkpoint_is_keyed_by_the_run(tmp_path, monkeypatch):
 def test_a_continued_head_is_never_returned_worse_than_it_started(monkeypatch):
     """`--init`: the start's held-out figure is epoch 0 and the best so far; when every epoch
     measures worse, the start's weights come back unchanged."""
-    target = tiny_llama(3)
-    vocab, hidden = target.config.vocab_size, target.config.hidden_size
-    head = random_head(target, seed=1, layers=LAYERS, std=0.05).head
-    table = torch.full((vocab,), -1, dtype=torch.long)
-    table[head.draft_to_target] = torch.arange(len(head.draft_to_target))
-    entries = [train_head.to_entries(e, table) for e in fake_examples(vocab, hidden)]
-    heldout = [train_head.to_entries(e, table) for e in fake_examples(vocab, hidden, 3, seed=1)]
+    head, entries, heldout = head_and_data()
     start = {k: v.clone() for k, v in head.state_dict().items()}
     figures = iter([[0.5, 0.2], [0.4, 0.1], [0.3, 0.1]])  # the start, then two worse epochs
     monkeypatch.setattr(train_head, "heldout_acceptance", lambda *a: next(figures))
@@ -128,13 +128,7 @@ def test_a_time_limit_stops_midway_measures_and_resumes_to_the_same_result(tmp_p
     """`max_seconds`: the epoch in progress stops at the limit, is measured (its history entry
     says where it stopped), the checkpoint keeps it, and a run without a limit resumes it to
     the result of an uninterrupted run."""
-    target = tiny_llama(3)
-    vocab, hidden = target.config.vocab_size, target.config.hidden_size
-    head = random_head(target, seed=1, layers=LAYERS, std=0.05).head
-    table = torch.full((vocab,), -1, dtype=torch.long)
-    table[head.draft_to_target] = torch.arange(len(head.draft_to_target))
-    entries = [train_head.to_entries(e, table) for e in fake_examples(vocab, hidden)]
-    heldout = [train_head.to_entries(e, table) for e in fake_examples(vocab, hidden, 3, seed=1)]
+    head, entries, heldout = head_and_data()
     start = {k: v.clone() for k, v in head.state_dict().items()}
     # Held-out figures by measurement: epoch 1 is the best, the stopped state worse.
     figures = {"epoch 1": [0.5, 0.2], "epoch 2": [0.4, 0.2], "stopped": [0.3, 0.1]}
