@@ -71,32 +71,22 @@ def cached_tokens() -> int:
                for p in folder.glob("*.json")) if folder.is_dir() else 0
 
 
-def sha256_of(path: Path) -> str:
-    return gpu_transfer.sha256_of(path)
-
-
 def split_file(path: Path, out: Path, part_bytes: int = PART_BYTES) -> dict:
-    """`path` cut into out/<name>.part-NN files; returns its manifest (sizes and hashes)."""
-    data = path.read_bytes()
-    parts = []
-    for index, start in enumerate(range(0, max(len(data), 1), part_bytes)):
-        part = out / f"{path.name}.part-{index:02d}"
-        part.write_bytes(data[start:start + part_bytes])
-        parts.append({"name": part.name, "sha256": sha256_of(part)})
-    return {"file": path.name, "bytes": len(data), "sha256": sha256_of(path), "parts": parts}
+    """`path` cut into out/<name>.part-NN files by `gpu_transfer.split` (which also writes its
+    manifest there); returns the manifest (sizes and hashes)."""
+    return gpu_transfer.split(path, out, part_bytes)
 
 
 def join_file(folder: Path, manifest: dict, destination: Path) -> Path:
     """Re-join a split file, checking every part and the whole; nothing is left on a mismatch."""
-    for part in manifest["parts"]:
-        path = folder / part["name"]
-        if not path.is_file() or sha256_of(path) != part["sha256"]:
-            raise ValueError(f"{part['name']}: missing or corrupted (SHA-256 differs)")
+    for name, state in gpu_transfer.part_states(folder, manifest).items():
+        if state != "ok":
+            raise ValueError(f"{name}: missing or corrupted ({state})")
     partial = destination.with_suffix(destination.suffix + ".partial")
     with open(partial, "wb") as out:
         for part in manifest["parts"]:
             out.write((folder / part["name"]).read_bytes())
-    if sha256_of(partial) != manifest["sha256"]:
+    if gpu_transfer.sha256_of(partial) != manifest["sha256"]:
         partial.unlink()
         raise ValueError(f"{manifest['file']}: the joined file's SHA-256 differs")
     partial.rename(destination)
@@ -209,7 +199,7 @@ class Run:
         files = [self.build / n for n in ("gpu-head-summary.json", "gpu-head-logs.tar.gz",
                                           "gpu-head-records.tar.gz", "head.json")]
         if (self.build / "head.json").exists():
-            files += sorted((self.build / "head-parts").glob("*"))
+            files += sorted((self.build / "head-parts").glob("*.part-*"))
         for path in files:
             if path.is_file():
                 shutil.copy2(path, self.out / path.name)

@@ -21,6 +21,7 @@ It does not decide what to generate or store shards (`head_data` does); it keeps
 between calls of `generate_stream`.
 """
 
+import functools
 import inspect
 
 import torch
@@ -59,6 +60,7 @@ class SlotCache:
         return keys[:, :, :width], values[:, :, :width]
 
 
+@functools.cache  # one signature per layer class, not one per decoding step
 def cache_argument(layer_class) -> str:
     """The name under which a decoder layer takes its KV cache: `cache` in transformers 5.24,
     `past_key_values` in 5.0 to 5.17 at least. A name the layer does not know would vanish into
