@@ -280,6 +280,10 @@ def test_nbgrader_autograde_agrees_with_grade(tmp_path, monkeypatch):
         expected = {g: 0.0 if g in failing else p for g, p in points.items()}
         if theirs != expected:
             problems.append(f"{student} {name}: nbgrader {theirs}, expected {expected}")
+            problems += [f"  {grade_id} printed: {error.ename}: {error.evalue}"  # why, for CI
+                         for grade_id in points if theirs.get(grade_id) != expected[grade_id]
+                         for error in outputs_of(course, student, name, grade_id)
+                         if error.output_type == "error"]
         if student in ("mistaken", "library"):  # test_assignments.py covers the other two
             ours = our_rows(path, name)
             problems += [f"{student} {name} {grade_id}: nbgrader {theirs[grade_id]}, grade "

@@ -13,7 +13,8 @@ model runs; the formulas on a grid. `check_measurements` and `check_timing_table
 numbers a student computed on the embedded pair for consistency only: timing is noisy, so
 nothing here asks speculative decoding to be faster. What the timing table is asked is that
 eq. (2), charged with the checking cost the learner's own runs paid, predicts the learner's own
-clock (within `CHECKED_FACTOR`): the theorem's 1 in its place does not, on a CPU.
+clock (within `CHECKED_FACTOR`, or as closely as the check's own runs do on a busy machine):
+the theorem's 1 in its place does not, on a CPU.
 """
 
 import math
@@ -22,7 +23,7 @@ import torch
 
 from ...theory import estimate_alpha, estimate_cost_ratio, expected_tokens_per_iteration, \
     in_loop_checking_cost, optimal_gamma, predicted_speedup, predicted_with_block_cost
-from .report import call, failure, passed, show, to_float
+from .report import CheckFailed, call, failure, passed, show, to_float
 
 
 def _close(a: float, b: float, rel: float = 1e-6) -> bool:
@@ -308,6 +309,8 @@ CHECKING_FACTOR = 1.5
 # CPU; measured 0.95 to 1.03 of the clock at γ = 1 and 4); the theorem's cost of 1 misses by
 # the whole checking cost (1.6 at γ = 4 on an Intel Xeon: 0.72 of the clock).
 CHECKED_FACTOR = 1.3
+# The check's own clock, re-run when a row disagrees with it (see check_timing_table).
+CLOCK_ATTEMPTS = 3
 
 
 def check_timing_table(rows, alpha_hat, c_hat, gammas=None, clock: Clock | None = None) -> None:
@@ -320,7 +323,10 @@ def check_timing_table(rows, alpha_hat, c_hat, gammas=None, clock: Clock | None 
     `timed` (specnb.core.timed) returned here, within a factor CLOCK_FACTOR of the check's own
     decode of that row; every checking cost is the ratio of two runs `timed` returned here,
     within CHECKING_FACTOR of the check's own; and eq. (2) predicts the row's clock within
-    CHECKED_FACTOR."""
+    CHECKED_FACTOR, or strays from it no further than the check's own clock does (a machine
+    busy with other work). A row that disagrees is compared again with fresh runs of the
+    check's clock, up to CLOCK_ATTEMPTS sets: a grader's burst of other work costs it a re-run,
+    not the student's points."""
     from ...core.timed import MEASURED, MEASURED_STEPS
 
     measured_here = list(MEASURED)  # before the check's own clock adds to it
@@ -392,35 +398,73 @@ def check_timing_table(rows, alpha_hat, c_hat, gammas=None, clock: Clock | None 
                           hint="checking_cost was not measured in this run: compute it with "
                                "your checking_cost(spec_run, ar_run) from the runs `timed` "
                                "returned in the cell above, do not type it")
-    own_ar, own_ar_seconds = clock.run(None)
+    attempts = []  # the check's own runs: {None: (result, seconds), γ: (result, seconds)}
+
+    def measure() -> None:
+        runs = {None: clock.run(None)}
+        for gamma in sorted({int(row["gamma"]) for row in rows}):
+            runs[gamma] = clock.run(gamma)
+        attempts.append(runs)
+
+    busy = []  # the rows that strayed from eq. (2) as far as the check's own clock did
     for row in rows:
-        own_spec, own_spec_seconds = clock.run(int(row["gamma"]))
-        own = {"ar_seconds": own_ar_seconds, "spec_seconds": own_spec_seconds}
-        for key, seconds in own.items():
-            ratio = float(row[key]) / seconds
-            if not 1 / CLOCK_FACTOR <= ratio <= CLOCK_FACTOR:
-                raise failure(name, given=f"row γ = {row['gamma']}",
-                              expected=f"{key} near {seconds:.3f} s (the check's own run)",
-                              got=f"{float(row[key]):.3f} s",
-                              hint="time the decodes the row is about: autoregressive for "
-                                   "ar_seconds, speculative at that γ for spec_seconds")
-        own_checking = in_loop_checking_cost([own_spec], [own_ar])["median"]
-        ratio = float(row["checking_cost"]) / own_checking
-        if not 1 / CHECKING_FACTOR <= ratio <= CHECKING_FACTOR:
-            raise failure(name, given=f"row γ = {row['gamma']}",
-                          expected=f"checking_cost near {own_checking:.3f} (the check's own runs)",
-                          got=f"{float(row['checking_cost']):.3f}",
-                          hint="the speculative run at this row's γ over the autoregressive "
-                               "run, each the run `timed` returned for this row")
-        ratio = float(row["measured"]) / float(row["predicted_checked"])
-        if not 1 / CHECKED_FACTOR <= ratio <= CHECKED_FACTOR:
-            raise failure(name, given=f"row γ = {row['gamma']}",
-                          expected=f"eq. (2)'s {float(row['predicted_checked']):.3f}x within "
-                                   f"{CHECKED_FACTOR:g}x of the clock",
-                          got=f"measured {float(row['measured']):.3f}x",
-                          hint="the times and the checking cost of a row come from the same "
-                               "runs (a machine busy with other work can also do this: run "
-                               "the timing cell again)")
+        # A burst of other work on the grading machine slows one run, not three: a row that
+        # disagrees with the check's clock is compared again with a fresh one, up to
+        # CLOCK_ATTEMPTS, and passes when it agrees with any.
+        problem = None
+        for attempt in range(CLOCK_ATTEMPTS):
+            if attempt == len(attempts):
+                measure()
+            problem = _against_clock(row, attempts[attempt], float(alpha_hat), float(c_hat))
+            if not isinstance(problem, CheckFailed):
+                break
+        if isinstance(problem, CheckFailed):
+            raise problem
+        if problem == "busy":
+            busy.append(int(row["gamma"]))
+    machine = (f"; γ = {', '.join(map(str, busy))}: the machine was busy, the row strays from "
+               f"eq. (2) as far as the check's own clock" if busy else "")
     passed(name, len(rows), f"consistent, measured in this run (within {CLOCK_FACTOR:g}× of the "
                             f"check's own clock), and eq. (2) with your checking cost predicts "
-                            f"your clock within {CHECKED_FACTOR:g}×")
+                            f"your clock within {CHECKED_FACTOR:g}×{machine}")
+
+
+def _against_clock(row, runs, alpha_hat: float, c_hat: float):
+    """How a row of the timing table agrees with one set of the check's own runs: "quiet" (eq.
+    (2) predicts the row's clock), "busy" (the row strays from eq. (2) no further than the
+    check's own clock), or the CheckFailed that says how it does not agree."""
+    name, gamma = "timing table", int(row["gamma"])
+    (own_ar, own_ar_seconds), (own_spec, own_spec_seconds) = runs[None], runs[gamma]
+    for key, seconds in (("ar_seconds", own_ar_seconds), ("spec_seconds", own_spec_seconds)):
+        ratio = float(row[key]) / seconds
+        if not 1 / CLOCK_FACTOR <= ratio <= CLOCK_FACTOR:
+            return failure(name, given=f"row γ = {gamma}",
+                           expected=f"{key} near {seconds:.3f} s (the check's own run)",
+                           got=f"{float(row[key]):.3f} s",
+                           hint="time the decodes the row is about: autoregressive for "
+                                "ar_seconds, speculative at that γ for spec_seconds")
+    own_checking = in_loop_checking_cost([own_spec], [own_ar])["median"]
+    ratio = float(row["checking_cost"]) / own_checking
+    if not 1 / CHECKING_FACTOR <= ratio <= CHECKING_FACTOR:
+        return failure(name, given=f"row γ = {gamma}",
+                       expected=f"checking_cost near {own_checking:.3f} (the check's own runs)",
+                       got=f"{float(row['checking_cost']):.3f}",
+                       hint="the speculative run at this row's γ over the autoregressive "
+                            "run, each the run `timed` returned for this row")
+    # How far the row's clock strays from eq. (2), against how far the check's own clock,
+    # measured just now, strays: on a quiet machine both are near 1; on a busy one the clock
+    # itself strays, and the row may stray as far as the check's own runs do.
+    strays = float(row["measured"]) / float(row["predicted_checked"])
+    own_strays = (own_ar_seconds / own_spec_seconds) / predicted_with_block_cost(
+        alpha_hat, gamma, c_hat, own_checking)
+    for verdict, base in (("quiet", 1.0), ("busy", own_strays)):
+        if 1 / CHECKED_FACTOR <= strays / base <= CHECKED_FACTOR:
+            return verdict
+    return failure(name, given=f"row γ = {gamma}",
+                   expected=f"eq. (2)'s {float(row['predicted_checked']):.3f}x within "
+                            f"{CHECKED_FACTOR:g}x of the clock",
+                   got=f"measured {float(row['measured']):.3f}x (the check's own runs: "
+                       f"{own_strays:.2f} of eq. (2))",
+                   hint="the times and the checking cost of a row come from the same runs "
+                        "(a machine busy with other work can also do this: run the timing "
+                        "cell again)")
