@@ -50,6 +50,27 @@ def test_every_linear_is_prepacked_and_runs_onednn(target, fast_target, prompts)
     assert fast_target.specnb_cpu_path == "prepacked"
 
 
+@pytest.mark.skipif(fast_path.POINTWISE is None, reason="this torch has no _linear_pointwise")
+def test_the_plain_input_op_is_the_converting_op_bit_for_bit(monkeypatch):
+    """`PrepackedLinear` runs oneDNN's linear on plain tensors (`POINTWISE`): the same result,
+    bit for bit, as converting the input to oneDNN's layout and back, with and without a bias,
+    for one row, a few and many, and a non-contiguous input."""
+    generator = torch.Generator().manual_seed(0)
+    for bias in (False, True):
+        layer = PrepackedLinear(nn.Linear(48, 80, bias=bias))
+        for x in (torch.randn(1, 1, 48, generator=generator),
+                  torch.randn(3, 5, 48, generator=generator),
+                  torch.randn(5, 2, 48, generator=generator).transpose(0, 1)):
+            with torch.no_grad():
+                plain = layer(x)
+                with monkeypatch.context() as patch:
+                    patch.setattr(fast_path, "POINTWISE", None)
+                    converted = layer(x)
+            assert torch.equal(plain, converted)
+            torch.testing.assert_close(plain, F.linear(x, layer.weight, layer.bias),
+                                       rtol=1e-5, atol=1e-5)
+
+
 def test_logits_match_dense(target, fast_target, prompts):
     for ids in prompts:
         with torch.no_grad():
@@ -97,6 +118,28 @@ def test_feature_drafter_on_prepacked_target(target, fast_target, prompts):
                                     gamma=3, max_new_tokens=MAX_NEW)
         assert result.tokens == expected.tokens == [hf_greedy(target, ids)]
         assert result.stats.accepted == expected.stats.accepted  # same drafts, same checks
+
+
+def test_a_loaded_head_takes_the_targets_path(target, fast_target, prompts, tmp_path):
+    """`FeatureDrafter.from_pretrained` prepacks the head's linears for a prepacked target (the
+    path measured faster for the target's linears on this CPU), dense for a dense one; the
+    drafts and the tokens stay those of the dense head."""
+    random_head(target, layers=(0, 1)).save_pretrained(tmp_path)
+    dense = specnb.FeatureDrafter.from_pretrained(tmp_path, target)
+    fast = specnb.FeatureDrafter.from_pretrained(tmp_path, fast_target)
+    assert all(type(m) is nn.Linear for m in linears(dense.head))
+    assert all(type(m) is PrepackedLinear for m in linears(fast.head))
+    for ids in prompts:
+        for temperature in (0.0, 0.8):
+            expected, result = (
+                specnb.speculative(model, head, ids, gamma=3, max_new_tokens=MAX_NEW,
+                                   temperature=temperature,
+                                   generator=torch.Generator().manual_seed(1))
+                for model, head in ((target, dense), (fast_target, fast)))
+            assert result.tokens == expected.tokens
+            assert [len(it.drafted) for it in result.trace] == \
+                [len(it.drafted) for it in expected.trace]
+    assert all(m._packed is not None for m in linears(fast.head))  # oneDNN ran, not dense
 
 
 def test_padded_batch_equals_dense(target, fast_target):
@@ -249,13 +292,17 @@ def test_bench_record_and_plot(tmp_path):
     assert record["attention"] == "sdpa" and record["attention_pass_ms"] is None
 
 
-def test_the_calibration_key_names_the_attention():
-    """A cache measured on transformers' copying attention is not reused for ours."""
+def test_the_calibration_key_names_the_attention_and_the_op(monkeypatch):
+    """A cache measured on transformers' copying attention is not reused for ours, nor one
+    measured with the converting prepacked op for the plain-input one."""
     from specnb.models.attention import use_gqa_attention
 
     plain = tiny_llama(1)
+    monkeypatch.setattr(fast_path, "POINTWISE", None)
     assert fast_path.calibration_key(plain).endswith(" sdpa")
     assert fast_path.calibration_key(use_gqa_attention(tiny_llama(1))).endswith(" specnb_sdpa")
+    monkeypatch.setattr(fast_path, "POINTWISE", object())
+    assert fast_path.calibration_key(plain).endswith(" sdpa plain-input")
 
 
 def test_bench_record_times_the_copying_attention_beside_ours():

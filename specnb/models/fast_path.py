@@ -51,6 +51,13 @@ CPU_PATHS = ("auto", "dense", "prepacked")
 ENV_VAR = "SPECNB_CPU_PATH"
 MARGIN = 0.10
 CALIBRATION = {"prefix_len": 64, "token_counts": [1, 2, 4], "repeats": 3, "rounds": 3}
+# oneDNN's linear on a plain input (the op torch.compile's CPU backend calls): it skips
+# converting every activation to oneDNN's layout and back, two copies that cost 10-12 µs each
+# per call, 14% of a decoding run's time with the embedded pair on an AMD EPYC (AVX-512), and
+# gives `mkldnn_linear`'s result bit for bit (tests/test_fast_path.py). None on a torch
+# without it: then the converting op.
+POINTWISE = getattr(torch.ops.mkldnn, "_linear_pointwise", None) \
+    if torch.backends.mkldnn.is_available() else None
 
 
 class PrepackedLinear(nn.Linear):
@@ -83,6 +90,8 @@ class PrepackedLinear(nn.Linear):
             self._packed, self._packed_for = None, None
             return F.linear(x, self.weight, self.bias)
         weight, bias = self._packed_weights()
+        if POINTWISE is not None:  # plain tensors in and out, the same result bit for bit
+            return POINTWISE(x.contiguous(), weight, self.bias, "none", [], "")
         return torch._C._nn.mkldnn_linear(x.contiguous().to_mkldnn(), weight, bias).to_dense()
 
     def __getstate__(self):  # copies and pickles carry the weight, not the oneDNN copy
@@ -144,7 +153,8 @@ def cpu_identity() -> dict:
 
 def calibration_key(model) -> str:
     """What the choice depends on: CPU, ISA, torch, threads, the model's shape and attention
-    (a cache made before `specnb.models.attention` switched the embedded model is not reused)."""
+    (a cache made before `specnb.models.attention` switched the embedded model is not reused),
+    and the prepacked op (a cache measured with the converting op is not reused either)."""
     c, cpu = model.config, cpu_identity()
     shape = {k: getattr(c, k, None) for k in ("model_type", "hidden_size", "intermediate_size",
                                               "num_hidden_layers", "num_attention_heads",
@@ -153,7 +163,8 @@ def calibration_key(model) -> str:
     return (f"{cpu['name']} [{cpu['isa']}] torch {torch.__version__} "
             f"threads {torch.get_num_threads()} | {c.model_type} h{c.hidden_size} "
             f"l{c.num_hidden_layers} v{c.vocab_size} {digest}"
-            f" {getattr(c, '_attn_implementation', None) or 'eager'}")
+            f" {getattr(c, '_attn_implementation', None) or 'eager'}"
+            + (" plain-input" if POINTWISE is not None else ""))
 
 
 def calibrate(model, token_counts=None, prefix_len=None, repeats=None, rounds=None) -> dict:

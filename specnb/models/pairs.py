@@ -84,9 +84,10 @@ def load_pair(name=None, *, device=None, dtype=None, cpu_path=None):
     "embedded-distilled": the embedded target and the distilled draft model; a name of `PAIRS`:
     a Hub pair (needs internet). `cpu_path` (see `load_model`) goes to the target and to a draft
     model, each calibrated for itself under "auto" (a draft mostly runs 1-token forwards, and
-    "auto" never picks a path slower there). The feature head is not swapped: it is small and
-    reads the target's features from its hidden states (`output_hidden_states`), which the swap
-    leaves as they are.
+    "auto" never picks a path slower there). The feature head takes the target's path (its
+    linears are measured as the target's are, by the same kernels on the same CPU) and reads the
+    target's features from its hidden states (`output_hidden_states`), which the swap leaves as
+    they are.
     """
     if name is not None and not isinstance(name, str):
         raise ValueError(f"name must be a pair name (str) or None, got {type(name).__name__}; "

@@ -14,7 +14,7 @@ record measured (their drafts accepted per iteration, `predicted_from_accepted`)
 accept is no function of the rank table. The curve is measured in two rounds;
 when both pick the same shape, or their two picks lie within `TIE` of each other by the pooled
 prediction (a tie: either is as good), it is cached in `cache_dir()/tree-shape.json`, keyed by
-the device, the model, its CPU path and the ranks (delete the file to measure again); when they
+the device, the model, its CPU path, the head's and the ranks (delete the file to measure again); when they
 disagree further (a busy machine) the pooled choice is returned and nothing is cached.
 `speculative(target, head, ids, max_new_tokens=...)` without `gamma` drafts this shape.
 
@@ -96,13 +96,14 @@ def load_ranks(path=RANKS_FILE) -> dict:
     return json.loads(path.read_text())
 
 
-def shape_key(target, ranks: dict) -> str:
+def shape_key(target, ranks: dict, head=None) -> str:
     device = next(target.parameters()).device
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     digest = hashlib.sha1(json.dumps([ranks["acceptance"], ranks.get("dynamic", [])]).encode()
                           ).hexdigest()[:10]
     return (f"{where} | {calibration_key(target)} | {next(target.parameters()).dtype} "
-            f"{getattr(target, 'specnb_cpu_path', 'dense')} | ranks {digest}")
+            f"{getattr(target, 'specnb_cpu_path', 'dense')} | ranks {digest}"
+            + (f" | head {getattr(head.head, 'specnb_cpu_path', 'dense')}" if head else ""))
 
 
 def _one_round(target, head, ranks: dict, shapes: list) -> dict:
@@ -131,7 +132,7 @@ def recommend_shape(target, head, *, ranks=None, cache_file=None) -> dict:
     ranks = load_ranks() if ranks is None else ranks
     shapes = candidates(ranks)
     cache_file = Path(cache_file) if cache_file is not None else cache_dir() / "tree-shape.json"
-    key = shape_key(target, ranks)
+    key = shape_key(target, ranks, head)
     cache = json.loads(cache_file.read_text()) if cache_file.exists() else {}
     if key in cache:
         return {**cache[key], **_choice(cache[key]["choice"]), "cached": True}
