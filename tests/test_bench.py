@@ -218,3 +218,33 @@ def test_the_test_split_is_selectable():
     with pytest.raises(ValueError, match="no test prompt"):
         bench.select_prompts(args)
     assert bench.parse_args([]).split == "eval"
+
+
+def test_repeats_are_interleaved_across_methods(monkeypatch):
+    """Each round times every method once (after every method's warm-up), so a slow moment of
+    the machine lands on all of them; each row reports the median of its own method's runs."""
+    import torch
+
+    calls = []
+
+    def method(name):
+        def run(ids, generator):
+            calls.append(name)
+            return bench.PeerResult([1, 2, 3], 3)
+        return run
+
+    monkeypatch.setattr(bench, "methods", lambda *args: {
+        "ours autoregressive": (None, method("a")), "HF generate": (None, method("b"))})
+    monkeypatch.setattr(bench, "chat_ids", lambda *args, **kwargs: torch.tensor([[1, 2]]))
+    # The timed runs of each method take these seconds in turn (medians 2.0, spreads 2.0).
+    ticks = {"a": iter([1.0, 3.0, 2.0]), "b": iter([2.0, 1.0, 3.0])}
+    monkeypatch.setattr(bench, "timed", lambda function, repeats, device: (
+        function(), next(ticks[calls[-1]]), 0.0))  # calls[-1]: the method function() just ran
+    target = torch.nn.Linear(1, 1)
+    target.device, target.dtype = torch.device("cpu"), torch.float32
+    args = bench.parse_args(["--ids", "sleep-tips", "--warmup", "1", "--repeats", "3",
+                             "--latency-counts"])
+    record = bench.run(args, pair=(target, None, None), progress=False)
+    assert calls == ["a", "b"] + ["a", "b"] * 3
+    assert [(row["method"], row["seconds"], row["spread"]) for row in record["rows"]] == [
+        ("ours autoregressive", 2.0, 2.0), ("HF generate", 2.0, 2.0)]

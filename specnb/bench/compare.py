@@ -10,7 +10,8 @@ draft at a constant γ (a like-for-like comparison) and with its default schedul
 `--acceptance exact typical` runs the drafting methods under each acceptance rule, and
 `--schedules fixed heuristic cost-aware` with fixed and dynamic γ (`specnb.methods.schedules`).
 `--methods` runs only the methods whose names start with the given prefixes. Each (method,
-prompt) is warmed up, then timed `--repeats` times (CUDA events on GPU); the median is reported with the spread. Greedy outputs
+prompt) is warmed up, then timed `--repeats` times in interleaved rounds (each round times
+every method once; CUDA events on GPU); the median is reported with the spread. Greedy outputs
 are checked against our autoregressive tokens; speedups are ratios within this one run, against
 our autoregressive loop, HF greedy `generate` and each method's HF peer (`PEERS`). Target
 forwards of the HF peers are counted with a forward hook. The record also holds the forward
@@ -296,15 +297,26 @@ def run(args, pair=None, progress: bool = True) -> dict:
                                       prompts[0], latency) if "cost-aware" in args.schedules else {}
     table = methods(args, target, draft, head, cost_aware)
     rows, generator = [], torch.Generator(device=device).manual_seed(args.seed)
-    bar = tqdm(total=len(prompts) * len(table), desc="bench", disable=not progress)
+    bar = tqdm(total=len(prompts) * len(table) * args.repeats, desc="bench",
+               disable=not progress)
     for prompt in prompts:
         ids = chat_ids(tokenizer, prompt["prompt"], device=device)
         reference = baseline = None
         for name, (gamma, function) in table.items():
             for _ in range(args.warmup):
                 function(ids, generator)
-            result, seconds, spread = timed(lambda: function(ids, generator), args.repeats, device)
-            row = Row(name, prompt["id"], prompt["group"], 0, seconds, spread, gamma=gamma)
+        # Repeats interleaved, a round visits every method once: a slow moment of a shared
+        # machine then lands on every method alike, not on one method's repeats.
+        samples, last = {name: [] for name in table}, {}
+        for _ in range(args.repeats):
+            for name, (gamma, function) in table.items():
+                last[name], seconds, _ = timed(lambda: function(ids, generator), 1, device)
+                samples[name].append(seconds)
+                bar.update()
+        for name, (gamma, function) in table.items():
+            result, times = last[name], samples[name]
+            row = Row(name, prompt["id"], prompt["group"], 0, statistics.median(times),
+                      max(times) - min(times), gamma=gamma)
             if isinstance(result, PeerResult):  # a transformers peer: tokens and forwards only
                 tokens, row.target_forwards = result.tokens, result.target_forwards
             else:
@@ -323,7 +335,6 @@ def run(args, pair=None, progress: bool = True) -> dict:
             row.new_tokens = len(tokens)
             row.identical = tokens == reference if args.temperature == 0 else None
             rows.append(row)
-            bar.update()
     bar.close()
     cpu = cpu_identity()  # the host CPU, named in every record (also beside a GPU)
     return {"settings": {k: v for k, v in vars(args).items() if k != "out"},
