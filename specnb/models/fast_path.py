@@ -1,11 +1,13 @@
 """The fastest exact CPU path for a model's linear layers, chosen by measuring on this CPU.
 
 A dense float32 `nn.Linear` on the CPU takes a GEMV kernel for one row and a packing GEMM for
-two or more; oneDNN's linear on a weight converted once to its own layout (`to_mkldnn`, the op
-of `torch.utils.mkldnn.MkldnnLinear`) does the same maths another way. Which one is faster
-depends on the CPU: on an AMD EPYC (AVX2) the oneDNN path made a 2-token forward of the embedded
-model cost 1.12x a 1-token one instead of 1.6x, and the 1-token one 9% cheaper; on an Intel
-Xeon with AVX-512/AMX it made every forward ~1.6x slower. So `cpu_path`:
+two or more; oneDNN's linear on a weight converted once to its own layout (`to_mkldnn`, as
+`torch.utils.mkldnn.MkldnnLinear`) does the same maths another way, here on plain input and
+output tensors (`POINTWISE`). Which one is faster depends on the CPU: on an AMD EPYC (AVX2) the
+oneDNN path made a 2-token forward of the embedded model cost 1.12x a 1-token one instead of
+1.6x, and the 1-token one 9% cheaper; on an AMD EPYC with AVX-512 the 1-token one 1.47x
+cheaper; on an Intel Xeon with AVX-512/AMX, with activations still converted to oneDNN's
+layout and back around each linear, it made every forward ~1.6x slower. So `cpu_path`:
 
     "dense"      plain nn.Linear, as transformers loads it
     "prepacked"  every nn.Linear becomes a `PrepackedLinear` (oneDNN, float32, same results up
