@@ -14,8 +14,9 @@ record measured (their drafts accepted per iteration, `predicted_from_accepted`)
 accept is no function of the rank table. The curve is measured in two rounds;
 when both pick the same shape, or their two picks lie within `TIE` of each other by the pooled
 prediction (a tie: either is as good), it is cached in `cache_dir()/tree-shape.json`, keyed by
-the device, the model, its CPU path, the head's and the ranks (delete the file to measure again); when they
-disagree further (a busy machine) the pooled choice is returned and nothing is cached.
+the device, the model, its CPU path, the head's path and the ranks (delete the file to measure
+again); when they disagree further (a busy machine) the pooled choice is returned and nothing is
+cached.
 `speculative(target, head, ids, max_new_tokens=...)` without `gamma` drafts this shape.
 
 Sampling (T > 0) takes the best *chain* by the same prediction (`shape_for`): a tree's
