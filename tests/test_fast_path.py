@@ -120,13 +120,15 @@ def test_feature_drafter_on_prepacked_target(target, fast_target, prompts):
         assert result.stats.accepted == expected.stats.accepted  # same drafts, same checks
 
 
-def test_a_loaded_head_takes_the_targets_path(target, fast_target, prompts, tmp_path):
-    """`FeatureDrafter.from_pretrained` prepacks the head's linears for a prepacked target (the
-    path measured faster for the target's linears on this CPU), dense for a dense one; the
-    drafts and the tokens stay those of the dense head."""
+def test_a_head_follows_its_targets_path(target, fast_target, prompts, tmp_path):
+    """`follow_path` (as `load_pair` applies it to the embedded head) prepacks a head's linears
+    for a prepacked target (the path measured faster for the target's linears on this CPU) and
+    leaves them dense for a dense one; the drafts and the tokens stay those of the dense head."""
     random_head(target, layers=(0, 1)).save_pretrained(tmp_path)
     dense = specnb.FeatureDrafter.from_pretrained(tmp_path, target)
     fast = specnb.FeatureDrafter.from_pretrained(tmp_path, fast_target)
+    assert fast_path.follow_path(dense.head, target).specnb_cpu_path == "dense"
+    assert fast_path.follow_path(fast.head, fast_target).specnb_cpu_path == "prepacked"
     assert all(type(m) is nn.Linear for m in linears(dense.head))
     assert all(type(m) is PrepackedLinear for m in linears(fast.head))
     for ids in prompts:

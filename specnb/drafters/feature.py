@@ -115,14 +115,9 @@ class FeatureDrafter(Drafter):
     def from_pretrained(cls, path, target, *, stop_below=None, tree=None,
                         dynamic=None) -> "FeatureDrafter":
         """Load a head saved by `save_pretrained` for `target` (whose embedding it shares).
-
-        The head's linears take the target's CPU path (`target.specnb_cpu_path`, what "auto"
-        measured faster for the target's linears on this CPU, `specnb.models.fast_path`): the
-        same kernels on the same CPU. On the AMD EPYC with AVX-512, prepacked, a head step cost
-        28% less (5.6 against 7.8 ms per iteration at γ = 3), the tokens unchanged."""
+        Its linears are dense; `specnb.models.fast_path.follow_path(drafter.head, target)` puts
+        them on the target's CPU path (`load_pair` does)."""
         from safetensors.torch import load_file
-
-        from ..models.fast_path import use_path, why_not_prepacked  # models imports drafters
 
         path = Path(path)
         if not (path / "config.json").exists() or not (path / "model.safetensors").exists():
@@ -137,11 +132,8 @@ class FeatureDrafter(Drafter):
         head = FeatureHead(config, target.get_input_embeddings(), state["draft_to_target"])
         head.load_state_dict(state)
         parameter = next(target.parameters())
-        head = head.to(device=parameter.device, dtype=parameter.dtype).eval()
-        if getattr(target, "specnb_cpu_path", "dense") == "prepacked" and \
-                why_not_prepacked(head) is None:
-            use_path(head, "prepacked")
-        return cls(head, stop_below=stop_below, tree=tree, dynamic=dynamic)
+        return cls(head.to(device=parameter.device, dtype=parameter.dtype).eval(),
+                   stop_below=stop_below, tree=tree, dynamic=dynamic)
 
     def save_pretrained(self, path) -> None:
         from safetensors.torch import save_file

@@ -15,7 +15,7 @@ from transformers import AutoModelForCausalLM
 
 from .attention import use_gqa_attention
 from .data import DATA_DIR
-from .fast_path import apply_cpu_path, resolve_cpu_path
+from .fast_path import apply_cpu_path, follow_path, resolve_cpu_path
 from .loading import cpu_path_cache, default_device, default_dtype, load_model
 
 EMBEDDED_DRAFT = DATA_DIR / "draft"
@@ -67,6 +67,7 @@ def load_embedded_head(target):
     from .tree_shape import recommend_shape, shape_for
 
     head = FeatureDrafter.from_pretrained(EMBEDDED_HEAD, target)
+    follow_path(head.head, target)
     measured = []  # measured (or read from the cache) at the first call, then kept
 
     def advisor(temperature=0.0):  # `speculative(target, head, ids)` without gamma
