@@ -97,14 +97,14 @@ def load_ranks(path=RANKS_FILE) -> dict:
     return json.loads(path.read_text())
 
 
-def shape_key(target, ranks: dict, head=None) -> str:
+def shape_key(target, ranks: dict, head) -> str:
     device = next(target.parameters()).device
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     digest = hashlib.sha1(json.dumps([ranks["acceptance"], ranks.get("dynamic", [])]).encode()
                           ).hexdigest()[:10]
     return (f"{where} | {calibration_key(target)} | {next(target.parameters()).dtype} "
-            f"{getattr(target, 'specnb_cpu_path', 'dense')} | ranks {digest}"
-            + (f" | head {getattr(head.head, 'specnb_cpu_path', 'dense')}" if head else ""))
+            f"{getattr(target, 'specnb_cpu_path', 'dense')} | ranks {digest} "
+            f"| head {getattr(head.head, 'specnb_cpu_path', 'dense')}")
 
 
 def _one_round(target, head, ranks: dict, shapes: list) -> dict:
