@@ -154,8 +154,9 @@ def adaptive(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench") / "adaptive.json"
     bench.main(["--methods", "ours feature head", "ours mixed", "--head-gammas", "1",
                 "--gammas", "2", "--acceptance", "exact", "typical", "--schedules", "fixed",
-                "heuristic", "cost-aware", "--head-trees", "2,1", "--head-dynamic", "3,2,2",
-                "--mixed", "2", "--prompts",
+                "heuristic", "cost-aware", "--head-trees", "2,1", "--head-int8-trees", "2,1",
+                "--head-dynamic", "3,2,2",
+                "--mixed", "2", "--mixed-int8", "2", "--prompts",
                 "1", "--max-new-tokens", "8",
                 "--warmup", "0",
                 "--repeats", "1", "--device", "cpu", "--latency-counts", "1", "2",
@@ -170,7 +171,8 @@ def test_acceptance_rules_and_gamma_schedules_are_benchmarked(adaptive):
              for rule in ("", " typical")}
     assert set(lines) == heads | {"ours autoregressive", "HF generate",
                                   "ours feature head tree=2,1", "ours feature head dynamic=3,2,2",
-                                  "ours mixed tree=2+lookup"}
+                                  "ours feature head int8 tree=2,1",
+                                  "ours mixed tree=2+lookup", "ours mixed int8 tree=2+lookup"}
     assert all(row["identical"] for row in adaptive["rows"])  # greedy: every setting exact
     assert lines["ours feature head γ=1"]["mean_gamma"] == 1.0
     assert lines["ours feature head γ=heuristic"]["mean_gamma"] >= 1.0

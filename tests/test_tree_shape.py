@@ -198,6 +198,12 @@ def test_the_shipped_ranks_measure_the_shipped_head():
     from specnb.training.head_ranks import DYNAMIC
     assert [tuple(row["dynamic"]) for row in ranks["dynamic"]] == list(DYNAMIC)
     assert all(row["iterations"] >= 300 for row in ranks["dynamic"])
+    # the head's int8 copy, measured the same way (specnb.models.int8_draft)
+    int8 = ranks["int8"]
+    assert tuple(int8["shape_measured"]) == MEASURED_SHAPE and int8["reached"][0] >= 500
+    for row, float_row in zip(int8["acceptance"], ranks["acceptance"]):
+        assert all(0 <= a <= b <= 1 for a, b in zip(row, row[1:]))
+        assert all(abs(a - b) < 0.1 for a, b in zip(row, float_row))  # a close copy
 
 
 def test_sampling_takes_the_best_chain_greedy_the_choice():

@@ -1,9 +1,10 @@
 """`python -m specnb.bench`: time every method side by side with transformers, in one process.
 
 Ours: autoregressive, speculative with the distilled draft model (a sweep of γ), speculative
-with the feature head (`--head-gammas`; as token trees, `--head-trees`, or EAGLE-2's dynamic
-tree, `--head-dynamic`; merged with prompt lookup's branches, `--mixed`), prompt lookup,
-lookahead (`--lookahead W,N,G`), Jacobi. Peers from transformers on the
+with the feature head (`--head-gammas`; as token trees, `--head-trees`, drafted by the head's
+int8 copy, `--head-int8-trees`, or EAGLE-2's dynamic tree, `--head-dynamic`; merged with
+prompt lookup's branches, `--mixed`, `--mixed-int8`), prompt lookup, lookahead (`--lookahead
+W,N,G`), Jacobi. Peers from transformers on the
 same target and prompts: greedy `generate`, `generate(assistant_model=draft)` with the distilled
 draft at a constant γ (a like-for-like comparison) and with its default schedule, and
 `generate(prompt_lookup_num_tokens=k)`; "×best HF" compares with the fastest of those peers.
@@ -45,6 +46,7 @@ from ..methods import autoregressive, jacobi, lookahead, prompt_lookup, speculat
 from ..methods.schedules import CostAwareGamma
 from ..models.data import DATA_DIR, GROUPS, load_prompts
 from ..models.fast_path import cpu_identity
+from ..models.int8_draft import int8_copy
 from ..models.loading import as_device, chat_ids
 from ..models.pairs import load_embedded_head, load_pair
 from ..theory import estimate_alpha, estimate_cost_ratio, predicted_speedup
@@ -154,20 +156,32 @@ def all_methods(args, target, draft, head, cost_aware):
         table[f"ours feature head tree={','.join(map(str, widths))}"] = (
             None, lambda ids, g, tree=tree, depth=len(widths): speculative(
                 target, tree, ids, gamma=depth, **common, **sampled, generator=g))
+    int8_widths = getattr(args, "head_int8_trees", []) if head is not None else []
+    int8_mixed = getattr(args, "mixed_int8", []) if head is not None else []
+    int8_head = int8_copy(head.head) if int8_widths or int8_mixed else None
+    for widths in int8_widths:
+        # The same tree drafted by the head's int8 copy (specnb.models.int8_draft).
+        tree = FeatureDrafter(int8_head, stop_below=stop, tree=widths)
+        table[f"ours feature head int8 tree={','.join(map(str, widths))}"] = (
+            None, lambda ids, g, tree=tree, depth=len(widths): speculative(
+                target, tree, ids, gamma=depth, **common, **sampled, generator=g))
     for shape in (getattr(args, "head_dynamic", []) if head is not None else []):
         # EAGLE-2's dynamic tree: grown from the head's probabilities, γ = its depth.
         grown = FeatureDrafter(head.head, dynamic=shape)
         table[f"ours feature head dynamic={','.join(map(str, shape))}"] = (
             None, lambda ids, g, grown=grown, depth=shape[1]: speculative(
                 target, grown, ids, gamma=depth, **common, **sampled, generator=g))
-    for widths in (getattr(args, "mixed", []) if head is not None else []):
+    mixed_trees = [(w, head.head if head is not None else None, "")
+                   for w in (getattr(args, "mixed", []) if head is not None else [])]
+    mixed_trees += [(w, int8_head, " int8") for w in int8_mixed]
+    for widths, drafting, precision in mixed_trees:
         # The head's tree and two prompt-lookup branches of up to --num-pred tokens, one tree.
         # Lookup branches need a 2-token match here: 1-token matches on open-ended text added
         # long branches that were rarely kept (head tree (2,) + lookup k = 10, Intel Xeon, 64
         # tokens: open-ended 0.86-0.88x with 1-token matches, 1.02-1.07x with 2).
-        mixed = MixedDrafter(FeatureDrafter(head.head, stop_below=stop, tree=widths),
+        mixed = MixedDrafter(FeatureDrafter(drafting, stop_below=stop, tree=widths),
                              NgramDrafter(n_max=max(args.ngram_max, 2), n_min=2, branches=2))
-        table[f"ours mixed tree={','.join(map(str, widths))}+lookup"] = (
+        table[f"ours mixed{precision} tree={','.join(map(str, widths))}+lookup"] = (
             None, lambda ids, g, mixed=mixed: speculative(
                 target, mixed, ids, gamma=max(args.num_pred, 1), **common, **sampled,
                 generator=g))
@@ -284,7 +298,8 @@ def run(args, pair=None, progress: bool = True) -> dict:
     if pair is None:
         target, draft, tokenizer = load_pair("embedded-distilled", device=args.device,
                                              dtype=DTYPES[args.dtype] if args.dtype else None)
-        wants_head = args.head_gammas or args.head_trees or args.head_dynamic or args.mixed
+        wants_head = (args.head_gammas or args.head_trees or args.head_int8_trees
+                      or args.head_dynamic or args.mixed or args.mixed_int8)
         head = load_embedded_head(target) if wants_head else None
     else:
         target, draft, tokenizer, *rest = pair
@@ -439,6 +454,9 @@ def parse_args(argv=None, *, check_prompts: bool = False) -> argparse.Namespace:
     parser.add_argument("--head-trees", type=tree_widths, nargs="*", default=[], metavar="W,W",
                         help="token trees of the feature head, widths per depth, e.g. 4 4,2 "
                              "(each run with γ = its depth; none by default)")
+    parser.add_argument("--head-int8-trees", type=tree_widths, nargs="*", default=[],
+                        metavar="W,W", help="the same trees drafted by the head's int8 copy "
+                        "(CPU only; none by default)")
     parser.add_argument("--head-dynamic", type=dynamic_shape, nargs="*", default=[],
                         metavar="N,D,K", help="EAGLE-2's dynamic tree of the feature head: N "
                         "nodes kept, D depths, K expanded nodes and children per node, e.g. "
@@ -447,6 +465,8 @@ def parse_args(argv=None, *, check_prompts: bool = False) -> argparse.Namespace:
                         help="the head's tree W merged with two prompt-lookup branches (2-token "
                              "matches, up to --num-pred tokens) in one tree (MixedDrafter), "
                              "e.g. 2; none by default")
+    parser.add_argument("--mixed-int8", type=tree_widths, nargs="*", default=[], metavar="W,W",
+                        help="the same as --mixed with the head's int8 copy drafting the tree")
     parser.add_argument("--lookahead", type=lookahead_settings, nargs="*", default=[],
                         metavar="W,N,G", help="lookahead decoding with window W, n-grams of N "
                         "tokens, G candidates, e.g. 5,3,5 (none by default)")

@@ -16,6 +16,7 @@ q is zero outside the draft vocabulary; `verify` stays exact whatever q is.
 """
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -53,6 +54,15 @@ def check_tree_widths(tree):
     return tuple(tree)
 
 
+@dataclass(frozen=True)
+class Advice:
+    """What a `FeatureDrafter.advisor` recommends: `shape` (widths per depth, a chain when all
+    are 1, or a DynamicTree) drafted by `head` (None: the drafter's own head)."""
+
+    shape: object
+    head: FeatureHead | None = None
+
+
 class FeatureDrafter(Drafter):
     """Wrap a `FeatureHead` as a drafter for its target: a chain, a static tree (`tree`: the
     head's runners-up along its best branch) or EAGLE-2's dynamic tree (`dynamic`: (nodes,
@@ -72,7 +82,8 @@ class FeatureDrafter(Drafter):
         self.lm = None
 
     # Set by `load_pair()`: (temperature) -> the widths or the DynamicTree to draft on this
-    # machine at that temperature (specnb.models.tree_shape).
+    # machine at that temperature (specnb.models.tree_shape), or an `Advice` naming also the
+    # head to draft it with (the int8 copy, specnb.models.int8_draft).
     advisor = None
 
     def recommended(self, temperature: float = 0.0) -> tuple:
@@ -87,20 +98,25 @@ class FeatureDrafter(Drafter):
             raise ValueError("this FeatureDrafter has no recommended shape: pass gamma, give it a "
                              "tree, or load it with specnb.load_pair(), which measures one for "
                              "this machine")
-        choice = self.advisor(temperature)
+        choice, head = self.advisor(temperature), self.head
+        if isinstance(choice, Advice):
+            choice, head = choice.shape, choice.head or self.head
         if isinstance(choice, DynamicTree):
-            return FeatureDrafter(self.head, dynamic=choice), choice.depth
+            return FeatureDrafter(head, dynamic=choice), choice.depth
         shape = tuple(choice)
         if all(width == 1 for width in shape):
-            return self, len(shape)
-        return FeatureDrafter(self.head, stop_below=self.stop_below, tree=shape), len(shape)
+            chain = self if head is self.head else FeatureDrafter(head, stop_below=self.stop_below)
+            return chain, len(shape)
+        return FeatureDrafter(head, stop_below=self.stop_below, tree=shape), len(shape)
 
     def shape_text(self, gamma: int) -> str:
-        """What this drafter drafts with `gamma`: 'γ=1', 'tree (2,)', 'dynamic tree (2, 2, 2)'."""
+        """What this drafter drafts with `gamma`: 'γ=1', 'tree (2,)', 'dynamic tree (2, 2, 2)',
+        followed by ', int8 head' when its head is an int8 copy (specnb.models.int8_draft)."""
+        int8 = ", int8 head" if getattr(self.head, "specnb_cpu_path", None) == "int8" else ""
         if self.dynamic is not None:
             d = self.dynamic
-            return f"dynamic tree ({d.nodes}, {d.depth}, {d.branch})"
-        return f"γ={gamma}" if self.tree is None else f"tree {self.tree}"
+            return f"dynamic tree ({d.nodes}, {d.depth}, {d.branch}){int8}"
+        return (f"γ={gamma}" if self.tree is None else f"tree {self.tree}") + int8
 
     def __repr__(self) -> str:
         c = self.head.config

@@ -33,7 +33,8 @@ through `weight.data` bypasses the version counter and is not seen: call
 `use_path(model, "prepacked")` again after one). It runs the dense kernel wherever oneDNN does
 not apply: gradients wanted, CPU autocast on, an input or weight not float32 on the CPU. The
 price is memory: a second copy of every linear weight (~0.5 GB for the embedded model). What
-this module does not do: reduced precision (bf16/int8), GPUs (there the path is always dense),
+this module does not do: reduced precision (bf16/int8: the target stays float32; the draft
+head's int8 copy is `specnb.models.int8_draft`), GPUs (there the path is always dense),
 or timing beyond the short calibration (`python -m specnb.bench.cpu_path` records the full
 curves).
 """

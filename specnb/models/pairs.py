@@ -63,17 +63,22 @@ def load_embedded_draft(device=None, dtype=None, cpu_path="dense"):
 def load_embedded_head(target):
     """The feature-reading draft head shipped in data/head, as a drafter for `target`."""
     from ..drafters import FeatureDrafter
+    from ..drafters.feature import Advice
 
-    from .tree_shape import recommend_shape, shape_for
+    from .int8_draft import int8_copy, why_not_int8
+    from .tree_shape import int8_for, recommend_shape, shape_for
 
     head = FeatureDrafter.from_pretrained(EMBEDDED_HEAD, target)
     follow_path(head.head, target)
+    # Its int8 twin (the same parameters) competes for the recommended shape on the CPU.
+    int8 = FeatureDrafter(int8_copy(head.head)) if why_not_int8(head.head) is None else None
     measured = []  # measured (or read from the cache) at the first call, then kept
 
     def advisor(temperature=0.0):  # `speculative(target, head, ids)` without gamma
         if not measured:
-            measured.append(recommend_shape(target, head))
-        return shape_for(measured[0], temperature)
+            measured.append(recommend_shape(target, head, int8_head=int8))
+        shape = shape_for(measured[0], temperature)
+        return Advice(shape, int8.head if int8_for(measured[0], temperature) else None)
     head.advisor = advisor
     return head
 

@@ -19,6 +19,12 @@ again); when they disagree further (a busy machine) the pooled choice is returne
 cached.
 `speculative(target, head, ids, max_new_tokens=...)` without `gamma` drafts this shape.
 
+The head's precision is part of the choice: given an int8 copy of the head
+(`specnb.models.int8_draft`) and its own acceptance by rank (the record's "int8"), every static
+shape competes twice, "(4, 2, 1)" and "int8 (4, 2, 1)", each with its own head's c measured here.
+The int8 head reads a quarter of the bytes per step and agrees a little less with the target;
+which wins depends on the machine's memory and the shape's depth.
+
 Sampling (T > 0) takes the best *chain* by the same prediction (`shape_for`): a tree's
 candidates are the head's top-k tokens, checked as point masses, while a chain's drafts are
 sampled from q and checked by rejection sampling, which accepts more, and the rank table only
@@ -33,6 +39,7 @@ import hashlib
 import itertools
 import json
 import statistics
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -63,28 +70,48 @@ def candidate_shapes(measured) -> list:
     return sorted(shapes, key=lambda s: (len(s), s))
 
 
-def candidates(ranks: dict) -> list:
-    """The static shapes within the measured one, then the record's dynamic trees."""
-    return candidate_shapes(ranks["shape_measured"]) + [
+@dataclass(frozen=True)
+class Int8Shape:
+    """A static shape drafted by the head's int8 copy: `Int8Shape((4, 2, 1))` (not equal to
+    the float head's (4, 2, 1): both compete)."""
+
+    widths: tuple
+
+
+def candidates(ranks: dict, int8: bool = False) -> list:
+    """The static shapes within the measured one, then the record's dynamic trees, then (with
+    `int8` and the record's int8 ranks) the static shapes again for the int8 head."""
+    shapes = candidate_shapes(ranks["shape_measured"]) + [
         DynamicTree(*row["dynamic"]) for row in ranks.get("dynamic", [])]
+    if int8 and "int8" in ranks:
+        shapes += [Int8Shape(s) for s in candidate_shapes(ranks["int8"]["shape_measured"])]
+    return shapes
 
 
 def label(candidate) -> str:
-    """'(2, 1)' for a static shape, 'dynamic (2, 2, 2)' for (nodes, depth, branch)."""
+    """'(2, 1)' for a static shape, 'int8 (2, 1)' for one drafted by the int8 head,
+    'dynamic (2, 2, 2)' for (nodes, depth, branch)."""
     if isinstance(candidate, DynamicTree):
         return f"dynamic ({candidate.nodes}, {candidate.depth}, {candidate.branch})"
+    if isinstance(candidate, Int8Shape):
+        return f"int8 {tuple(candidate.widths)}"
     return str(tuple(candidate))
 
 
-def predicted(candidate, ranks: dict, c: float, latency: dict) -> float:
+def predicted(candidate, ranks: dict, c: float, latency: dict, c_int8=None) -> float:
     if isinstance(candidate, DynamicTree):
         (row,) = [r for r in ranks["dynamic"] if DynamicTree(*r["dynamic"]) == candidate]
         return predicted_from_accepted(row["accepted_per_iteration"], candidate.depth,
                                        candidate.nodes, c, latency)
+    if isinstance(candidate, Int8Shape):
+        return predicted_tree_speedup(ranks["int8"]["acceptance"], candidate.widths, c_int8,
+                                      latency)
     return predicted_tree_speedup(ranks["acceptance"], candidate, c, latency)
 
 
 def nodes_of(candidate) -> int:
+    if isinstance(candidate, Int8Shape):
+        return sum(candidate.widths)
     return candidate.nodes if isinstance(candidate, DynamicTree) else sum(candidate)
 
 
@@ -97,17 +124,28 @@ def load_ranks(path=RANKS_FILE) -> dict:
     return json.loads(path.read_text())
 
 
-def shape_key(target, ranks: dict, head) -> str:
+def shape_key(target, ranks: dict, head, int8_head=None) -> str:
     device = next(target.parameters()).device
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    digest = hashlib.sha1(json.dumps([ranks["acceptance"], ranks.get("dynamic", [])]).encode()
-                          ).hexdigest()[:10]
+    weighed = [ranks["acceptance"], ranks.get("dynamic", [])]
+    if int8_head is not None:
+        weighed.append(ranks.get("int8", {}).get("acceptance"))
+    digest = hashlib.sha1(json.dumps(weighed).encode()).hexdigest()[:10]
     return (f"{where} | {calibration_key(target)} | {next(target.parameters()).dtype} "
             f"{getattr(target, 'specnb_cpu_path', 'dense')} | ranks {digest} "
-            f"| head {getattr(head.head, 'specnb_cpu_path', 'dense')}")
+            f"| head {getattr(head.head, 'specnb_cpu_path', 'dense')}"
+            + (" and int8" if int8_head is not None else ""))
 
 
-def _one_round(target, head, ranks: dict, shapes: list) -> dict:
+def _head_cost(target, drafter, ids, plain) -> float:
+    """c of `drafter`'s head as a chain of one against `plain` (an autoregressive run)."""
+    chain = drafter if drafter.tree is None and drafter.dynamic is None else \
+        FeatureDrafter(drafter.head)
+    return estimate_cost_ratio(speculative(target, chain, ids, gamma=1,
+                                           max_new_tokens=TIMING["head_tokens"]), plain)
+
+
+def _one_round(target, head, ranks: dict, shapes: list, int8_head=None) -> dict:
     largest = max(nodes_of(s) for s in shapes) + 1
     latency = measure_forward_latency(target, prefix_len=TIMING["prefix_len"],
                                       token_counts=range(1, largest + 1),
@@ -115,33 +153,37 @@ def _one_round(target, head, ranks: dict, shapes: list) -> dict:
     generator = torch.Generator().manual_seed(0)  # any prompt: only the clock is read
     ids = torch.randint(0, target.config.vocab_size, (1, TIMING["prefix_len"]),
                         generator=generator).to(next(target.parameters()).device)
-    tokens = TIMING["head_tokens"]
-    plain = autoregressive(target, ids, max_new_tokens=tokens)
-    chain = head if head.tree is None else FeatureDrafter(head.head)
-    c = estimate_cost_ratio(speculative(target, chain, ids, gamma=1, max_new_tokens=tokens),
-                            plain)
-    return {"latency": latency, "c": c,
-            "predicted": {s: predicted(s, ranks, c, latency) for s in shapes}}
+    plain = autoregressive(target, ids, max_new_tokens=TIMING["head_tokens"])
+    c = _head_cost(target, head, ids, plain)
+    c_int8 = None if int8_head is None else _head_cost(target, int8_head, ids, plain)
+    return {"latency": latency, "c": c, "c_int8": c_int8,
+            "predicted": {s: predicted(s, ranks, c, latency, c_int8) for s in shapes}}
 
 
-def recommend_shape(target, head, *, ranks=None, cache_file=None) -> dict:
-    """{"shape", "dynamic", "predicted" ({label: speedup}), "c", "checking_cost" ({k: t(k)/t(1)}),
-    "cached"}: the candidate with the highest predicted speedup on this machine (module
-    docstring): a static shape in "shape" (a tuple; "dynamic" None) or a dynamic tree in
-    "dynamic" (a DynamicTree; "shape" None). `ranks`: a `load_ranks()` record (default: the
-    embedded head's)."""
+def recommend_shape(target, head, *, ranks=None, cache_file=None, int8_head=None) -> dict:
+    """{"shape", "dynamic", "int8", "predicted" ({label: speedup}), "c", "checking_cost"
+    ({k: t(k)/t(1)}), "cached"}: the candidate with the highest predicted speedup on this
+    machine (module docstring): a static shape in "shape" (a tuple; "dynamic" None) or a dynamic
+    tree in "dynamic" (a DynamicTree; "shape" None); "int8" True when the int8 head drafts it.
+    `ranks`: a `load_ranks()` record (default: the embedded head's). `int8_head`: the head's int8
+    copy as a FeatureDrafter (`specnb.models.int8_draft.int8_copy`), weighed when the ranks
+    record has its acceptance ("int8"); None: the head as it is, alone."""
     ranks = load_ranks() if ranks is None else ranks
-    shapes = candidates(ranks)
+    if int8_head is not None and "int8" not in ranks:
+        int8_head = None  # nothing to predict its acceptance from
+    shapes = candidates(ranks, int8=int8_head is not None)
     cache_file = Path(cache_file) if cache_file is not None else cache_dir() / "tree-shape.json"
-    key = shape_key(target, ranks, head)
+    key = shape_key(target, ranks, head, int8_head)
     cache = json.loads(cache_file.read_text()) if cache_file.exists() else {}
     if key in cache:
         return {**cache[key], **_choice(cache[key]["choice"]), "cached": True}
-    rounds = [_one_round(target, head, ranks, shapes) for _ in range(ROUNDS)]
+    rounds = [_one_round(target, head, ranks, shapes, int8_head) for _ in range(ROUNDS)]
     pooled = {s: statistics.median(r["predicted"][s] for r in rounds) for s in shapes}
     best = max(shapes, key=lambda s: pooled[s])
     first = rounds[0]["latency"]
     record = {"choice": label(best), "c": statistics.median(r["c"] for r in rounds),
+              **({"c_int8": statistics.median(r["c_int8"] for r in rounds)}
+                 if int8_head is not None else {}),
               "predicted": {label(s): round(v, 4) for s, v in pooled.items()},
               "checking_cost": {k: round(ms / first["median_ms"][0], 4) for k, ms in
                                 zip(first["token_counts"], first["median_ms"])}}
@@ -153,20 +195,36 @@ def recommend_shape(target, head, *, ranks=None, cache_file=None) -> dict:
     return {**record, **_choice(record["choice"]), "cached": False}
 
 
-def shape_for(record: dict, temperature: float):
-    """What to draft at `temperature` from a `recommend_shape` record: its choice (a shape or
-    a DynamicTree) when greedy; when sampling, the chain (1,) * γ predicted fastest."""
-    if temperature == 0:
-        return record["dynamic"] or record["shape"]
-    chains = [label for label in record["predicted"]
-              if not label.startswith("dynamic ") and set(ast.literal_eval(label)) == {1}]
+def _best_chain(record: dict) -> str:
+    """The label of the chain (1,) * γ predicted fastest, with either head."""
+    chains = [label for label in record["predicted"] if not label.startswith("dynamic ")
+              and set(ast.literal_eval(label.removeprefix("int8 "))) == {1}]
     if not chains:
         raise ValueError("the record predicts no chain: measure shapes that include (1,)")
-    return tuple(ast.literal_eval(max(chains, key=lambda label: record["predicted"][label])))
+    return max(chains, key=lambda label: record["predicted"][label])
+
+
+def shape_for(record: dict, temperature: float):
+    """What to draft at `temperature` from a `recommend_shape` record: its choice (a shape or
+    a DynamicTree) when greedy; when sampling, the chain (1,) * γ predicted fastest. Which
+    head drafts it: `int8_for`."""
+    if temperature == 0:
+        return record["dynamic"] or record["shape"]
+    return _choice(_best_chain(record))["shape"]
+
+
+def int8_for(record: dict, temperature: float) -> bool:
+    """True when the shape `shape_for` gives at `temperature` is the int8 head's."""
+    if temperature == 0:
+        return bool(record.get("int8"))
+    return _choice(_best_chain(record))["int8"]
 
 
 def _choice(text: str) -> dict:
-    """{"shape", "dynamic"} from a candidate's label."""
+    """{"shape", "dynamic", "int8"} from a candidate's label."""
     if text.startswith("dynamic "):
-        return {"shape": None, "dynamic": DynamicTree(*ast.literal_eval(text[len("dynamic "):]))}
-    return {"shape": tuple(ast.literal_eval(text)), "dynamic": None}
+        return {"shape": None, "int8": False,
+                "dynamic": DynamicTree(*ast.literal_eval(text[len("dynamic "):]))}
+    int8 = text.startswith("int8 ")
+    return {"shape": tuple(ast.literal_eval(text.removeprefix("int8 "))), "dynamic": None,
+            "int8": int8}

@@ -12,7 +12,10 @@ checking cost, into the shape `speculative(target, head, ids)` drafts without γ
 EAGLE-2's dynamic trees (`DYNAMIC`: (nodes, depth, branch)) grow where the head is confident,
 so what they accept is not a function of the rank table: the record also holds, per dynamic
 tree, the drafts it accepted per iteration on the same prompts, and the advisor weighs those
-against the static shapes. Re-run it after retraining the head. About 6 minutes on a 2-core CPU.
+against the static shapes. Where int8 drafting applies (`specnb.models.int8_draft`), the head's
+int8 copy is measured too ("int8": its own acceptance by rank, static shapes only), so the
+advisor can weigh its lower cost against its agreement. Re-run it after retraining the head.
+About 8 minutes on a 2-core CPU.
 """
 
 import argparse
@@ -27,6 +30,7 @@ from ..drafters import FeatureDrafter
 from ..methods import speculative
 from ..models.data import load_prompts
 from ..models.fast_path import cpu_identity
+from ..models.int8_draft import int8_copy, why_not_int8
 from ..models.loading import chat_ids
 from ..models.pairs import EMBEDDED_HEAD, load_pair
 from ..models.tree_shape import RANKS_FILE
@@ -97,6 +101,11 @@ def main(argv=None) -> None:
                            progress=True)
     record["dynamic"] = measure_dynamic(target, head, prompt_ids,
                                         max_new_tokens=args.max_new_tokens, progress=True)
+    if why_not_int8(head.head) is None:  # the int8 copy's own ranks (static shapes only)
+        int8 = FeatureDrafter(int8_copy(head.head))
+        record["int8"] = {k: v for k, v in measure_ranks(
+            target, int8, prompt_ids, max_new_tokens=args.max_new_tokens, progress=True).items()
+            if k in ("shape_measured", "acceptance", "reached", "hits")}
     cpu = cpu_identity()
     record.update(head=head_digest(), prompt_set="eval (held out from the head's training)",
                   greedy=True,
@@ -107,6 +116,9 @@ def main(argv=None) -> None:
         f.write("\n")
     for d, row in enumerate(record["acceptance"]):
         print(f"depth {d + 1} ({record['reached'][d]} positions): " +
+              ", ".join(f"top {r + 1} {a:.3f}" for r, a in enumerate(row)))
+    for d, row in enumerate(record.get("int8", {}).get("acceptance", [])):
+        print(f"int8 head, depth {d + 1} ({record['int8']['reached'][d]} positions): " +
               ", ".join(f"top {r + 1} {a:.3f}" for r, a in enumerate(row)))
     for row in record["dynamic"]:
         print(f"dynamic {tuple(row['dynamic'])}: {row['accepted_per_iteration']:.3f} accepted "

@@ -1,0 +1,118 @@
+"""Int8 weights for a draft head on the CPU: a quarter of the bytes it reads per step.
+
+A draft head drafts one token per forward, so each step reads every weight once from memory
+and does almost no arithmetic: on a 2-core AMD EPYC (AVX-512) the embedded head's three steps
+per tree took 5.4 ms in float32, 2.9 ms with int8 weights, because the target's own forward
+between two proposals pushes the head's 40 MB out of the caches every iteration. The target
+stays in float32: verification decides every emitted token from the target's law, so the
+draft may trade a little agreement for speed and generation stays exact (greedy outputs
+unchanged; the χ² tests do not care what proposes). The trade is measured, not assumed:
+`specnb.models.tree_shape` weighs the int8 copy against the float one with each one's own
+acceptance by rank (`data/head/ranks.json`, "int8") and its cost on this machine.
+
+`Int8Linear` is an `nn.Linear` holding the very same weight Parameter plus an int8 copy,
+symmetric per output channel (one scale per row of the weight, zero point 0), run by PyTorch's
+dynamic quantized linear (activations quantized per call, accumulation in int32, float32 out).
+It runs the float kernel where int8 does not apply (gradients wanted, not float32 on the CPU).
+`int8_copy(module)` returns a copy of a head whose linears are `Int8Linear`, sharing every
+parameter with the original, which keeps drafting in float32.
+
+The quantized-tensor API this uses is deprecated in PyTorch (it still ships in 2.13); where it
+is gone, `why_not_int8` says so and the float head is used.
+"""
+
+import copy
+import warnings
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def why_not_int8(module) -> str | None:
+    """None if int8 drafting applies to `module`, else the reason as a sentence fragment."""
+    parameter = next(module.parameters())
+    if parameter.device.type != "cpu":
+        return f"the module is on {parameter.device}; int8 drafting is for the CPU"
+    if parameter.dtype != torch.float32:
+        return f"the module is {parameter.dtype}; int8 drafting quantizes float32 weights"
+    ops = torch.ops.quantized
+    if not all(hasattr(ops, name) for name in ("linear_prepack", "linear_dynamic")) or \
+            not hasattr(torch, "quantize_per_channel"):
+        return f"torch {torch.__version__} has no dynamic quantized linear"
+    if torch.backends.quantized.engine == "none":
+        return "this torch has no quantized engine"
+    return None
+
+
+def quantize_rows(weight: torch.Tensor) -> torch.Tensor:
+    """`weight [out, in]` as a qint8 tensor, one scale per output row: round(w / s) with
+    s = max|row| / 127 (an all-zero row gets s = 1)."""
+    scale = weight.abs().amax(1).double() / 127
+    scale = torch.where(scale > 0, scale, torch.ones_like(scale))
+    with warnings.catch_warnings():  # the deprecation notice of quantized tensors (docstring)
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.quantize_per_channel(weight, scale, torch.zeros_like(scale, dtype=torch.long),
+                                          axis=0, dtype=torch.qint8)
+
+
+class Int8Linear(nn.Linear):
+    """`linear`'s own weight and bias, run with an int8 copy of the weight (module docstring)."""
+
+    def __init__(self, linear: nn.Linear):
+        nn.Module.__init__(self)
+        self.in_features, self.out_features = linear.in_features, linear.out_features
+        self.weight, self.bias = linear.weight, linear.bias  # the same Parameters, not copies
+        self._packed, self._packed_for = None, None
+
+    def _float_only(self, x) -> bool:
+        wants_grad = torch.is_grad_enabled() and (self.weight.requires_grad or x.requires_grad)
+        return (wants_grad or x.dtype != torch.float32 or x.device.type != "cpu"
+                or self.weight.dtype != torch.float32 or self.weight.device.type != "cpu"
+                or x.numel() == 0)
+
+    def _packed_weight(self):
+        tensors = [self.weight] + ([self.bias] if self.bias is not None else [])
+        version = tuple((t.data_ptr(), t._version) for t in tensors)
+        if self._packed_for != version:  # first use, or the weight changed since packing
+            with torch.no_grad():
+                bias = None if self.bias is None else self.bias.detach().float()
+                self._packed = torch.ops.quantized.linear_prepack(
+                    quantize_rows(self.weight.detach().contiguous()), bias)
+            self._packed_for = version
+        return self._packed
+
+    def forward(self, x):
+        if self._float_only(x):
+            return F.linear(x, self.weight, self.bias)
+        # reduce_range: 7-bit activations, as PyTorch's own dynamic linear does on x86 (its
+        # int8 dot products could otherwise saturate their 16-bit intermediate sums)
+        return torch.ops.quantized.linear_dynamic(x.contiguous(), self._packed_weight(), True)
+
+    def __getstate__(self):  # copies and pickles carry the weight, not the int8 copy
+        state = dict(super().__getstate__())
+        state["_packed"], state["_packed_for"] = None, None
+        return state
+
+
+def int8_copy(module):
+    """A copy of `module` whose linears are `Int8Linear` over the very same Parameters (the
+    original is untouched); raises ValueError where int8 does not apply (`why_not_int8`)."""
+    reason = why_not_int8(module)
+    if reason is not None:
+        raise ValueError(f"int8 drafting cannot apply: {reason}")
+    twin = _twin(module)
+    twin.specnb_cpu_path = "int8"
+    return twin
+
+
+def _twin(module):
+    """A shallow copy of `module` (every tensor and attribute shared, also what is held outside
+    the module tree, such as the head's reference to the target's embedding) with its own
+    children: linears become `Int8Linear`, other children twins of their own."""
+    twin = copy.copy(module)
+    twin._parameters, twin._buffers = dict(module._parameters), dict(module._buffers)
+    twin._modules = {name: None if child is None else
+                     Int8Linear(child) if isinstance(child, nn.Linear) else _twin(child)
+                     for name, child in module._modules.items()}
+    return twin
