@@ -63,44 +63,60 @@ POINTWISE = getattr(torch.ops.mkldnn, "_linear_pointwise", None) \
     if torch.backends.mkldnn.is_available() else None
 
 
-class PrepackedLinear(nn.Linear):
-    """`linear`'s own weight and bias, run through oneDNN with a prepacked float32 weight."""
+class CopiedWeightLinear(nn.Linear):
+    """An `nn.Linear` holding `linear`'s own weight and bias (the same Parameters, not copies)
+    plus a copy of them in another kernel's format (`_pack`), rebuilt when they change; it runs
+    the float kernel where the copy cannot (`_float_only`). The base of `PrepackedLinear` and
+    of the draft head's `Int8Linear` (specnb.models.int8_draft)."""
 
     def __init__(self, linear: nn.Linear):
         nn.Module.__init__(self)
         self.in_features, self.out_features = linear.in_features, linear.out_features
-        self.weight, self.bias = linear.weight, linear.bias  # the same Parameters, not copies
+        self.weight, self.bias = linear.weight, linear.bias
         self._packed, self._packed_for = None, None
 
-    def _dense_only(self, x) -> bool:
+    def _pack(self):
+        raise NotImplementedError
+
+    def _float_only(self, x) -> bool:
         wants_grad = torch.is_grad_enabled() and (self.weight.requires_grad or x.requires_grad)
-        return (wants_grad or torch.is_autocast_enabled("cpu") or x.dtype != torch.float32
-                or x.device.type != "cpu"
+        return (wants_grad or x.dtype != torch.float32 or x.device.type != "cpu"
                 or self.weight.dtype != torch.float32 or self.weight.device.type != "cpu"
                 or x.numel() == 0)
 
-    def _packed_weights(self):
+    def _packed_copy(self):
         tensors = [self.weight] + ([self.bias] if self.bias is not None else [])
         version = tuple((t.data_ptr(), t._version) for t in tensors)
         if self._packed_for != version:  # first use, or the weight changed since packing
             with torch.no_grad():
-                self._packed = [t.detach().contiguous().to_mkldnn() for t in tensors] + [None]
+                self._packed = self._pack()
             self._packed_for = version
-        return self._packed[0], self._packed[1]
+        return self._packed
 
-    def forward(self, x):
-        if self._dense_only(x):
-            self._packed, self._packed_for = None, None
-            return F.linear(x, self.weight, self.bias)
-        weight, bias = self._packed_weights()
-        if POINTWISE is not None:  # plain tensors in and out, the same result bit for bit
-            return POINTWISE(x.contiguous(), weight, self.bias, "none", [], "")
-        return torch._C._nn.mkldnn_linear(x.contiguous().to_mkldnn(), weight, bias).to_dense()
-
-    def __getstate__(self):  # copies and pickles carry the weight, not the oneDNN copy
+    def __getstate__(self):  # copies and pickles carry the weight, not the packed copy
         state = dict(super().__getstate__())
         state["_packed"], state["_packed_for"] = None, None
         return state
+
+
+class PrepackedLinear(CopiedWeightLinear):
+    """`linear`'s own weight and bias, run through oneDNN with a prepacked float32 weight."""
+
+    def _float_only(self, x) -> bool:
+        return super()._float_only(x) or torch.is_autocast_enabled("cpu")
+
+    def _pack(self):
+        tensors = [self.weight] + ([self.bias] if self.bias is not None else [])
+        return [t.detach().contiguous().to_mkldnn() for t in tensors] + [None]
+
+    def forward(self, x):
+        if self._float_only(x):
+            self._packed, self._packed_for = None, None
+            return F.linear(x, self.weight, self.bias)
+        weight, bias = self._packed_copy()[:2]
+        if POINTWISE is not None:  # plain tensors in and out, the same result bit for bit
+            return POINTWISE(x.contiguous(), weight, self.bias, "none", [], "")
+        return torch._C._nn.mkldnn_linear(x.contiguous().to_mkldnn(), weight, bias).to_dense()
 
 
 def use_path(model, path: str):

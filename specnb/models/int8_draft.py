@@ -28,6 +28,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .fast_path import CopiedWeightLinear
+
 
 def why_not_int8(module) -> str | None:
     """None if int8 drafting applies to `module`, else the reason as a sentence fragment."""
@@ -56,43 +58,20 @@ def quantize_rows(weight: torch.Tensor) -> torch.Tensor:
                                           axis=0, dtype=torch.qint8)
 
 
-class Int8Linear(nn.Linear):
+class Int8Linear(CopiedWeightLinear):
     """`linear`'s own weight and bias, run with an int8 copy of the weight (module docstring)."""
 
-    def __init__(self, linear: nn.Linear):
-        nn.Module.__init__(self)
-        self.in_features, self.out_features = linear.in_features, linear.out_features
-        self.weight, self.bias = linear.weight, linear.bias  # the same Parameters, not copies
-        self._packed, self._packed_for = None, None
-
-    def _float_only(self, x) -> bool:
-        wants_grad = torch.is_grad_enabled() and (self.weight.requires_grad or x.requires_grad)
-        return (wants_grad or x.dtype != torch.float32 or x.device.type != "cpu"
-                or self.weight.dtype != torch.float32 or self.weight.device.type != "cpu"
-                or x.numel() == 0)
-
-    def _packed_weight(self):
-        tensors = [self.weight] + ([self.bias] if self.bias is not None else [])
-        version = tuple((t.data_ptr(), t._version) for t in tensors)
-        if self._packed_for != version:  # first use, or the weight changed since packing
-            with torch.no_grad():
-                bias = None if self.bias is None else self.bias.detach().float()
-                self._packed = torch.ops.quantized.linear_prepack(
-                    quantize_rows(self.weight.detach().contiguous()), bias)
-            self._packed_for = version
-        return self._packed
+    def _pack(self):
+        bias = None if self.bias is None else self.bias.detach().float()
+        return torch.ops.quantized.linear_prepack(
+            quantize_rows(self.weight.detach().contiguous()), bias)
 
     def forward(self, x):
         if self._float_only(x):
             return F.linear(x, self.weight, self.bias)
         # reduce_range: 7-bit activations, as PyTorch's own dynamic linear does on x86 (its
         # int8 dot products could otherwise saturate their 16-bit intermediate sums)
-        return torch.ops.quantized.linear_dynamic(x.contiguous(), self._packed_weight(), True)
-
-    def __getstate__(self):  # copies and pickles carry the weight, not the int8 copy
-        state = dict(super().__getstate__())
-        state["_packed"], state["_packed_for"] = None, None
-        return state
+        return torch.ops.quantized.linear_dynamic(x.contiguous(), self._packed_copy(), True)
 
 
 def int8_copy(module):
