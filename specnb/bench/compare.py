@@ -1,12 +1,12 @@
 """`python -m specnb.bench`: time every method side by side with transformers, in one process.
 
 Ours: autoregressive, speculative with the distilled draft model (a sweep of γ), speculative
-with the feature head (`--head-gammas`; as token trees, `--head-trees`, drafted by the head's
-int8 copy, `--head-int8-trees`, or EAGLE-2's dynamic tree, `--head-dynamic`; merged with
-prompt lookup's branches, `--mixed`, `--mixed-int8`), prompt lookup, lookahead (`--lookahead
-W,N,G`), Jacobi. Peers from transformers on the
-same target and prompts: greedy `generate`, `generate(assistant_model=draft)` with the distilled
-draft at a constant γ (a like-for-like comparison) and with its default schedule, and
+with the feature head (`--head-gammas`; as token trees, `--head-trees`, or EAGLE-2's dynamic
+tree, `--head-dynamic`; merged with prompt lookup's branches, `--mixed`; each drafted by the
+head's int8 copy too: `--head-int8-trees`, `--head-int8-dynamic`, `--mixed-int8`), prompt
+lookup, lookahead (`--lookahead W,N,G`), Jacobi. Peers from transformers on the same target
+and prompts: greedy `generate`, `generate(assistant_model=draft)` with the distilled draft at a
+constant γ (a like-for-like comparison) and with its default schedule, and
 `generate(prompt_lookup_num_tokens=k)`; "×best HF" compares with the fastest of those peers.
 `--acceptance exact typical` runs the drafting methods under each acceptance rule, and
 `--schedules fixed heuristic cost-aware` with fixed and dynamic γ (`specnb.methods.schedules`).
@@ -158,17 +158,21 @@ def all_methods(args, target, draft, head, cost_aware):
                 target, tree, ids, gamma=depth, **common, **sampled, generator=g))
     int8_widths = getattr(args, "head_int8_trees", []) if head is not None else []
     int8_mixed = getattr(args, "mixed_int8", []) if head is not None else []
-    int8_head = int8_copy(head.head) if int8_widths or int8_mixed else None
+    int8_dynamic = getattr(args, "head_int8_dynamic", []) if head is not None else []
+    int8_head = int8_copy(head.head) if int8_widths or int8_mixed or int8_dynamic else None
     for widths in int8_widths:
         # The same tree drafted by the head's int8 copy (specnb.models.int8_draft).
         tree = FeatureDrafter(int8_head, stop_below=stop, tree=widths)
         table[f"ours feature head int8 tree={','.join(map(str, widths))}"] = (
             None, lambda ids, g, tree=tree, depth=len(widths): speculative(
                 target, tree, ids, gamma=depth, **common, **sampled, generator=g))
-    for shape in (getattr(args, "head_dynamic", []) if head is not None else []):
+    dynamic_trees = [(shape, head.head, "") for shape in
+                     (getattr(args, "head_dynamic", []) if head is not None else [])]
+    dynamic_trees += [(shape, int8_head, " int8") for shape in int8_dynamic]
+    for shape, drafting, precision in dynamic_trees:
         # EAGLE-2's dynamic tree: grown from the head's probabilities, γ = its depth.
-        grown = FeatureDrafter(head.head, dynamic=shape)
-        table[f"ours feature head dynamic={','.join(map(str, shape))}"] = (
+        grown = FeatureDrafter(drafting, dynamic=shape)
+        table[f"ours feature head{precision} dynamic={','.join(map(str, shape))}"] = (
             None, lambda ids, g, grown=grown, depth=shape[1]: speculative(
                 target, grown, ids, gamma=depth, **common, **sampled, generator=g))
     mixed_trees = [(w, head.head if head is not None else None, "")
@@ -299,7 +303,8 @@ def run(args, pair=None, progress: bool = True) -> dict:
         target, draft, tokenizer = load_pair("embedded-distilled", device=args.device,
                                              dtype=DTYPES[args.dtype] if args.dtype else None)
         wants_head = (args.head_gammas or args.head_trees or args.head_int8_trees
-                      or args.head_dynamic or args.mixed or args.mixed_int8)
+                      or args.head_dynamic or args.head_int8_dynamic or args.mixed
+                      or args.mixed_int8)
         head = load_embedded_head(target) if wants_head else None
     else:
         target, draft, tokenizer, *rest = pair
@@ -461,6 +466,9 @@ def parse_args(argv=None, *, check_prompts: bool = False) -> argparse.Namespace:
                         metavar="N,D,K", help="EAGLE-2's dynamic tree of the feature head: N "
                         "nodes kept, D depths, K expanded nodes and children per node, e.g. "
                         "6,3,3 (each run with γ = D; none by default)")
+    parser.add_argument("--head-int8-dynamic", type=dynamic_shape, nargs="*", default=[],
+                        metavar="N,D,K", help="the same dynamic trees drafted by the head's "
+                        "int8 copy (CPU only; none by default)")
     parser.add_argument("--mixed", type=tree_widths, nargs="*", default=[], metavar="W,W",
                         help="the head's tree W merged with two prompt-lookup branches (2-token "
                              "matches, up to --num-pred tokens) in one tree (MixedDrafter), "
