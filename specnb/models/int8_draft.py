@@ -6,9 +6,10 @@ per tree took 5.4 ms in float32, 2.9 ms with int8 weights, because the target's 
 between two proposals pushes the head's 40 MB out of the caches every iteration. The target
 stays in float32: verification decides every emitted token from the target's law, so the
 draft may trade a little agreement for speed and generation stays exact (the acceptance rule
-is exact for any draft law q; greedy outputs unchanged, tests/test_int8_draft.py). The trade is measured, not assumed:
-`specnb.models.tree_shape` weighs the int8 copy against the float one with each one's own
-acceptance by rank (`data/head/ranks.json`, "int8") and its cost on this machine.
+is exact for any draft law q; greedy outputs unchanged, tests/test_int8_draft.py). The trade
+is measured, not assumed: `specnb.models.tree_shape` weighs the int8 copy against the float
+one with each one's own acceptance by rank (`data/head/ranks.json`, "int8") and its cost on
+this machine.
 
 `Int8Linear` is an `nn.Linear` holding the very same weight Parameter plus an int8 copy,
 symmetric per output channel (one scale per row of the weight, zero point 0), run by PyTorch's
