@@ -59,6 +59,7 @@ ROWS = [
     ("bench", ["--head-trees", "4,0"], "a tree is widths per depth"),
     ("bench", ["--head-trees", "4;2"], "a tree is widths per depth"),
     ("bench", ["--head-int8-trees", "0"], "a tree is widths per depth"),
+    ("bench", ["--head-int8-gammas", "0"], "--head-int8-gammas takes integers >= 1"),
     ("bench", ["--head-dynamic", "6,3"], "a dynamic tree is N,D,K"),
     ("bench", ["--head-dynamic", "a,b,c"], "a dynamic tree is N,D,K"),
     ("bench", ["--head-dynamic", "40,2,2"], "grows only 6"),

@@ -3,11 +3,12 @@
 Ours: autoregressive, speculative with the distilled draft model (a sweep of γ), speculative
 with the feature head (`--head-gammas`; as token trees, `--head-trees`, or EAGLE-2's dynamic
 tree, `--head-dynamic`; merged with prompt lookup's branches, `--mixed`; each drafted by the
-head's int8 copy too: `--head-int8-trees`, `--head-int8-dynamic`, `--mixed-int8`), prompt
-lookup, lookahead (`--lookahead W,N,G`), Jacobi. Peers from transformers on the same target
-and prompts: greedy `generate`, `generate(assistant_model=draft)` with the distilled draft at a
-constant γ (a like-for-like comparison) and with its default schedule, and
-`generate(prompt_lookup_num_tokens=k)`; "×best HF" compares with the fastest of those peers.
+head's int8 copy too: `--head-int8-gammas`, `--head-int8-trees`, `--head-int8-dynamic`,
+`--mixed-int8`), prompt lookup, lookahead (`--lookahead W,N,G`), Jacobi. Peers from
+transformers on the same target and prompts: greedy `generate`, `generate(assistant_model=
+draft)` with the distilled draft at a constant γ (a like-for-like comparison) and with its
+default schedule, and `generate(prompt_lookup_num_tokens=k)`; "×best HF" compares with the
+fastest of those peers.
 `--acceptance exact typical` runs the drafting methods under each acceptance rule, and
 `--schedules fixed heuristic cost-aware` with fixed and dynamic γ (`specnb.methods.schedules`).
 `--methods` runs only the methods whose names start with the given prefixes. Each (method,
@@ -159,7 +160,15 @@ def all_methods(args, target, draft, head, cost_aware):
     int8_widths = getattr(args, "head_int8_trees", []) if head is not None else []
     int8_mixed = getattr(args, "mixed_int8", []) if head is not None else []
     int8_dynamic = getattr(args, "head_int8_dynamic", []) if head is not None else []
-    int8_head = int8_copy(head.head) if int8_widths or int8_mixed or int8_dynamic else None
+    int8_gammas = getattr(args, "head_int8_gammas", []) if head is not None else []
+    int8_head = int8_copy(head.head) if int8_widths or int8_mixed or int8_dynamic \
+        or int8_gammas else None
+    for gamma in int8_gammas:
+        # The head's chain drafted by its int8 copy (fixed γ, the exact rule).
+        chain = FeatureDrafter(int8_head, stop_below=stop)
+        table[f"ours feature head int8 γ={gamma}"] = (
+            gamma, lambda ids, g, chain=chain, gamma=gamma: speculative(
+                target, chain, ids, gamma=gamma, **common, **sampled, generator=g))
     for widths in int8_widths:
         # The same tree drafted by the head's int8 copy (specnb.models.int8_draft).
         tree = FeatureDrafter(int8_head, stop_below=stop, tree=widths)
@@ -302,9 +311,9 @@ def run(args, pair=None, progress: bool = True) -> dict:
     if pair is None:
         target, draft, tokenizer = load_pair("embedded-distilled", device=args.device,
                                              dtype=DTYPES[args.dtype] if args.dtype else None)
-        wants_head = (args.head_gammas or args.head_trees or args.head_int8_trees
-                      or args.head_dynamic or args.head_int8_dynamic or args.mixed
-                      or args.mixed_int8)
+        wants_head = (args.head_gammas or args.head_int8_gammas or args.head_trees
+                      or args.head_int8_trees or args.head_dynamic or args.head_int8_dynamic
+                      or args.mixed or args.mixed_int8)
         head = load_embedded_head(target) if wants_head else None
     else:
         target, draft, tokenizer, *rest = pair
@@ -456,6 +465,8 @@ def parse_args(argv=None, *, check_prompts: bool = False) -> argparse.Namespace:
                         help="γ of the distilled draft model (ours and HF assisted)")
     parser.add_argument("--head-gammas", type=int, nargs="*", default=[1, 2, 3],
                         help="γ of the feature head (none: skip it)")
+    parser.add_argument("--head-int8-gammas", type=int, nargs="*", default=[],
+                        help="γ of the feature head's int8 copy (CPU only; none by default)")
     parser.add_argument("--head-trees", type=tree_widths, nargs="*", default=[], metavar="W,W",
                         help="token trees of the feature head, widths per depth, e.g. 4 4,2 "
                              "(each run with γ = its depth; none by default)")
@@ -525,6 +536,7 @@ def parse_args(argv=None, *, check_prompts: bool = False) -> argparse.Namespace:
             parser.error(f"--{name.replace('_', '-')} must be >= {minimum}, "
                          f"got {getattr(args, name)}")
     for name, values, minimum in (("gammas", args.gammas, 1), ("head-gammas", args.head_gammas, 0),
+                                  ("head-int8-gammas", args.head_int8_gammas, 1),
                                   ("latency-counts", args.latency_counts, 1)):
         if any(value < minimum for value in values):
             parser.error(f"--{name} takes integers >= {minimum}, got {values}")
