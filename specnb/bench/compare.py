@@ -150,44 +150,38 @@ def all_methods(args, target, draft, head, cost_aware):
     drafters = ([("feature head", "head", FeatureDrafter(head.head, stop_below=stop),
                   args.head_gammas)] if head is not None else []) \
         + [("speculative", "draft", ModelDrafter(draft, stop_below=stop), args.gammas)]
-    for widths in (getattr(args, "head_trees", []) if head is not None else []):
-        # A tree of depth D drafts D levels (γ = D), the head's runners-up as siblings; no
-        # chain formula predicts it (γ None, as for a schedule).
-        tree = FeatureDrafter(head.head, stop_below=stop, tree=widths)
-        table[f"ours feature head tree={','.join(map(str, widths))}"] = (
-            None, lambda ids, g, tree=tree, depth=len(widths): speculative(
-                target, tree, ids, gamma=depth, **common, **sampled, generator=g))
-    int8_widths = getattr(args, "head_int8_trees", []) if head is not None else []
-    int8_mixed = getattr(args, "mixed_int8", []) if head is not None else []
-    int8_dynamic = getattr(args, "head_int8_dynamic", []) if head is not None else []
-    int8_gammas = getattr(args, "head_int8_gammas", []) if head is not None else []
-    int8_head = int8_copy(head.head) if int8_widths or int8_mixed or int8_dynamic \
-        or int8_gammas else None
-    for gamma in int8_gammas:
-        # The head's chain drafted by its int8 copy (fixed γ, the exact rule).
-        chain = FeatureDrafter(int8_head, stop_below=stop)
-        table[f"ours feature head int8 γ={gamma}"] = (
+    # The head's shapes run with the head as it is and, where asked, with its int8 copy
+    # (specnb.models.int8_draft): (setting, head module, label suffix) per run.
+    int8_flags = ("head_int8_gammas", "head_int8_trees", "head_int8_dynamic", "mixed_int8")
+    int8_head = int8_copy(head.head) if head is not None and any(
+        getattr(args, flag, []) for flag in int8_flags) else None
+
+    def runs(float_flag, int8_flag):
+        if head is None:
+            return []
+        floats = getattr(args, float_flag, []) if float_flag else []
+        return [(value, head.head, "") for value in floats] + \
+            [(value, int8_head, " int8") for value in getattr(args, int8_flag, [])]
+
+    for gamma, drafting, precision in runs(None, "head_int8_gammas"):  # float γ: below
+        chain = FeatureDrafter(drafting, stop_below=stop)
+        table[f"ours feature head{precision} γ={gamma}"] = (
             gamma, lambda ids, g, chain=chain, gamma=gamma: speculative(
                 target, chain, ids, gamma=gamma, **common, **sampled, generator=g))
-    for widths in int8_widths:
-        # The same tree drafted by the head's int8 copy (specnb.models.int8_draft).
-        tree = FeatureDrafter(int8_head, stop_below=stop, tree=widths)
-        table[f"ours feature head int8 tree={','.join(map(str, widths))}"] = (
+    for widths, drafting, precision in runs("head_trees", "head_int8_trees"):
+        # A tree of depth D drafts D levels (γ = D), the head's runners-up as siblings; no
+        # chain formula predicts it (γ None, as for a schedule).
+        tree = FeatureDrafter(drafting, stop_below=stop, tree=widths)
+        table[f"ours feature head{precision} tree={','.join(map(str, widths))}"] = (
             None, lambda ids, g, tree=tree, depth=len(widths): speculative(
                 target, tree, ids, gamma=depth, **common, **sampled, generator=g))
-    dynamic_trees = [(shape, head.head, "") for shape in
-                     (getattr(args, "head_dynamic", []) if head is not None else [])]
-    dynamic_trees += [(shape, int8_head, " int8") for shape in int8_dynamic]
-    for shape, drafting, precision in dynamic_trees:
+    for shape, drafting, precision in runs("head_dynamic", "head_int8_dynamic"):
         # EAGLE-2's dynamic tree: grown from the head's probabilities, γ = its depth.
         grown = FeatureDrafter(drafting, dynamic=shape)
         table[f"ours feature head{precision} dynamic={','.join(map(str, shape))}"] = (
             None, lambda ids, g, grown=grown, depth=shape[1]: speculative(
                 target, grown, ids, gamma=depth, **common, **sampled, generator=g))
-    mixed_trees = [(w, head.head if head is not None else None, "")
-                   for w in (getattr(args, "mixed", []) if head is not None else [])]
-    mixed_trees += [(w, int8_head, " int8") for w in int8_mixed]
-    for widths, drafting, precision in mixed_trees:
+    for widths, drafting, precision in runs("mixed", "mixed_int8"):
         # The head's tree and two prompt-lookup branches of up to --num-pred tokens, one tree.
         # Lookup branches need a 2-token match here: 1-token matches on open-ended text added
         # long branches that were rarely kept (head tree (2,) + lookup k = 10, Intel Xeon, 64

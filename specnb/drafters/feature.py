@@ -100,7 +100,7 @@ class FeatureDrafter(Drafter):
                              "this machine")
         choice, head = self.advisor(temperature), self.head
         if isinstance(choice, Advice):
-            choice, head = choice.shape, choice.head or self.head
+            choice, head = choice.shape, self.head if choice.head is None else choice.head
         if isinstance(choice, DynamicTree):
             return FeatureDrafter(head, dynamic=choice), choice.depth
         shape = tuple(choice)
