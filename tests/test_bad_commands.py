@@ -59,6 +59,7 @@ ROWS = [
     ("bench", ["--head-trees", "4,0"], "a tree is widths per depth"),
     ("bench", ["--head-trees", "4;2"], "a tree is widths per depth"),
     ("bench", ["--head-int8-trees", "0"], "a tree is widths per depth"),
+    ("bench", ["--trim", "--head-gammas", "1"], "--trim trims the head's static trees"),
     ("bench", ["--head-int8-gammas", "0"], "--head-int8-gammas takes integers >= 1"),
     ("bench", ["--head-dynamic", "6,3"], "a dynamic tree is N,D,K"),
     ("bench", ["--head-dynamic", "a,b,c"], "a dynamic tree is N,D,K"),

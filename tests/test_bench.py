@@ -155,7 +155,7 @@ def adaptive(tmp_path_factory):
     bench.main(["--methods", "ours feature head", "ours mixed", "--head-gammas", "1",
                 "--gammas", "2", "--acceptance", "exact", "typical", "--schedules", "fixed",
                 "heuristic", "cost-aware", "--head-trees", "2,1", "--head-int8-trees", "2,1",
-                "--head-int8-gammas", "1",
+                "--trim", "--head-int8-gammas", "1",
                 "--head-dynamic", "3,2,2", "--head-int8-dynamic", "3,2,2",
                 "--mixed", "2", "--mixed-int8", "2", "--prompts",
                 "1", "--max-new-tokens", "8",
@@ -173,6 +173,8 @@ def test_acceptance_rules_and_gamma_schedules_are_benchmarked(adaptive):
     assert set(lines) == heads | {"ours autoregressive", "HF generate",
                                   "ours feature head tree=2,1", "ours feature head dynamic=3,2,2",
                                   "ours feature head int8 tree=2,1", "ours feature head int8 γ=1",
+                                  "ours feature head tree=2,1 trimmed",
+                                  "ours feature head int8 tree=2,1 trimmed",
                                   "ours feature head int8 dynamic=3,2,2",
                                   "ours mixed tree=2+lookup", "ours mixed int8 tree=2+lookup"}
     assert all(row["identical"] for row in adaptive["rows"])  # greedy: every setting exact

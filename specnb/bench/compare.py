@@ -4,7 +4,8 @@ Ours: autoregressive, speculative with the distilled draft model (a sweep of γ)
 with the feature head (`--head-gammas`; as token trees, `--head-trees`, or EAGLE-2's dynamic
 tree, `--head-dynamic`; merged with prompt lookup's branches, `--mixed`; each drafted by the
 head's int8 copy too: `--head-int8-gammas`, `--head-int8-trees`, `--head-int8-dynamic`,
-`--mixed-int8`), prompt lookup, lookahead (`--lookahead W,N,G`), Jacobi. Peers from
+`--mixed-int8`; `--trim`: the head's static trees also trimmed each iteration, drafters.trim),
+prompt lookup, lookahead (`--lookahead W,N,G`), Jacobi. Peers from
 transformers on the same target and prompts: greedy `generate`, `generate(assistant_model=
 draft)` with the distilled draft at a constant γ (a like-for-like comparison) and with its
 default schedule, and `generate(prompt_lookup_num_tokens=k)`; "×best HF" compares with the
@@ -50,6 +51,7 @@ from ..models.fast_path import cpu_identity
 from ..models.int8_draft import int8_copy
 from ..models.loading import as_device, chat_ids
 from ..models.pairs import load_embedded_head, load_pair
+from ..models.tree_shape import tree_cost
 from ..theory import estimate_alpha, estimate_cost_ratio, predicted_speedup
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -171,10 +173,15 @@ def all_methods(args, target, draft, head, cost_aware):
     for widths, drafting, precision in runs("head_trees", "head_int8_trees"):
         # A tree of depth D drafts D levels (γ = D), the head's runners-up as siblings; no
         # chain formula predicts it (γ None, as for a schedule).
-        tree = FeatureDrafter(drafting, stop_below=stop, tree=widths)
-        table[f"ours feature head{precision} tree={','.join(map(str, widths))}"] = (
-            None, lambda ids, g, tree=tree, depth=len(widths): speculative(
-                target, tree, ids, gamma=depth, **common, **sampled, generator=g))
+        # With --trim, also trimmed each iteration by this machine's costs (drafters.trim).
+        trims = [None] + ([tree_cost(head.advisor.record(), int8=bool(precision))]
+                          if args.trim else [])
+        for trim in trims:
+            tree = FeatureDrafter(drafting, stop_below=stop, tree=widths, trim=trim)
+            name = f"ours feature head{precision} tree={','.join(map(str, widths))}"
+            table[name + (" trimmed" if trim else "")] = (
+                None, lambda ids, g, tree=tree, depth=len(widths): speculative(
+                    target, tree, ids, gamma=depth, **common, **sampled, generator=g))
     for shape, drafting, precision in runs("head_dynamic", "head_int8_dynamic"):
         # EAGLE-2's dynamic tree: grown from the head's probabilities, γ = its depth.
         grown = FeatureDrafter(drafting, dynamic=shape)
@@ -478,6 +485,10 @@ def parse_args(argv=None, *, check_prompts: bool = False) -> argparse.Namespace:
                         help="the head's tree W merged with two prompt-lookup branches (2-token "
                              "matches, up to --num-pred tokens) in one tree (MixedDrafter), "
                              "e.g. 2; none by default")
+    parser.add_argument("--trim", action="store_true",
+                        help="also run each head tree (--head-trees, --head-int8-trees) trimmed "
+                             "each iteration to the nodes that pay on this machine (the costs "
+                             "the recommended shape was measured with)")
     parser.add_argument("--mixed-int8", type=tree_widths, nargs="*", default=[], metavar="W,W",
                         help="the same as --mixed with the head's int8 copy drafting the tree")
     parser.add_argument("--lookahead", type=lookahead_settings, nargs="*", default=[],
@@ -534,6 +545,9 @@ def parse_args(argv=None, *, check_prompts: bool = False) -> argparse.Namespace:
                                   ("latency-counts", args.latency_counts, 1)):
         if any(value < minimum for value in values):
             parser.error(f"--{name} takes integers >= {minimum}, got {values}")
+    if args.trim and not (args.head_trees or args.head_int8_trees):
+        parser.error("--trim trims the head's static trees: give --head-trees or "
+                     "--head-int8-trees too")
     if "cost-aware" in args.schedules and 1 not in args.latency_counts:
         parser.error("--schedules cost-aware reads the measured checking cost: --latency-counts "
                      "must include 1")

@@ -10,8 +10,9 @@
 The two that draw from a law q take `stop_below=` (e.g. 0.4): a row stops drafting after a
 token its draft doubts (`Drafter.stops`), which saves draft forwards and checking width.
 Token trees: `FeatureDrafter(head, tree=(4, 2))` (a fixed shape) or `FeatureDrafter(head,
-dynamic=(8, 4, 4))` (EAGLE-2's tree, grown from the head's probabilities: `DynamicTree`),
-`NgramDrafter(branches=3)`, `MixedDrafter`; `ModelDrafter` drafts chains only (a tree would need
+dynamic=(8, 4, 4))` (EAGLE-2's tree, grown from the head's probabilities: `DynamicTree`); a
+fixed shape trimmed each iteration to the nodes worth this machine's forward: `trim=TreeCost(
+...)`; `NgramDrafter(branches=3)`, `MixedDrafter`; `ModelDrafter` drafts chains only (a tree would need
 its own cache per branch).
 
 What goes here: what proposes tokens, built on `specnb.core` only. What does not: the loop that
@@ -29,6 +30,7 @@ from .lookahead import LookaheadDrafter
 from .mixed import MixedDrafter
 from .model import ModelDrafter
 from .ngram import NgramDrafter
+from .trim import TreeCost
 
 
 class NoDrafter(Drafter):
@@ -51,4 +53,4 @@ class NoDrafter(Drafter):
 
 __all__ = ["Drafter", "DynamicTree", "FeatureDrafter", "FeatureHead", "HeadConfig",
            "LookaheadDrafter", "MixedDrafter", "ModelDrafter", "NgramDrafter", "NoDrafter",
-           "Proposal", "Step"]
+           "Proposal", "Step", "TreeCost"]

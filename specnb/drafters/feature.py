@@ -15,6 +15,7 @@ the next proposal equals one computed from scratch on the accepted prefix (a tes
 q is zero outside the draft vocabulary; `verify` stays exact whatever q is.
 """
 
+import itertools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,7 @@ from ..core.sampler import draw, greedy_tokens, logits_to_probs
 from .base import Drafter, Proposal, Step, check_stop_below
 from .dynamic_tree import DynamicTree, check_dynamic, grow
 from .head import FeatureHead, HeadConfig
+from .trim import TreeCost, best_widths
 
 def right_align(values: torch.Tensor, counts: torch.Tensor, width: int | None = None):
     """Per row, its first `counts[b]` columns of `values [A, W, ...]`, right-aligned in a
@@ -57,18 +59,22 @@ def check_tree_widths(tree):
 @dataclass(frozen=True)
 class Advice:
     """What a `FeatureDrafter.advisor` recommends: `shape` (widths per depth, a chain when all
-    are 1, or a DynamicTree) drafted by `head` (None: the drafter's own head)."""
+    are 1, or a DynamicTree) drafted by `head` (None: the drafter's own head); a static tree
+    is trimmed each iteration by `trim` (a `TreeCost` of this machine; None: never)."""
 
     shape: object
     head: FeatureHead | None = None
+    trim: TreeCost | None = None
 
 
 class FeatureDrafter(Drafter):
     """Wrap a `FeatureHead` as a drafter for its target: a chain, a static tree (`tree`: the
-    head's runners-up along its best branch) or EAGLE-2's dynamic tree (`dynamic`: (nodes,
-    depth, branch), specnb/drafters/dynamic_tree.py)."""
+    head's runners-up along its best branch; with `trim`, a `TreeCost` of this machine, cut
+    each iteration to the nodes that pay, specnb/drafters/trim.py) or EAGLE-2's dynamic tree
+    (`dynamic`: (nodes, depth, branch), specnb/drafters/dynamic_tree.py)."""
 
-    def __init__(self, head: FeatureHead, *, stop_below=None, tree=None, dynamic=None):
+    def __init__(self, head: FeatureHead, *, stop_below=None, tree=None, dynamic=None,
+                 trim=None):
         if not isinstance(head, FeatureHead):
             raise ValueError(f"FeatureDrafter needs a FeatureHead, got {type(head).__name__}")
         self.head = head
@@ -78,6 +84,11 @@ class FeatureDrafter(Drafter):
         if self.dynamic is not None and (self.tree is not None or self.stop_below is not None):
             raise ValueError("dynamic grows its own tree from the head's probabilities: pass it "
                              "without tree or stop_below")
+        if trim is not None and (self.tree is None or not isinstance(trim, TreeCost)):
+            raise ValueError(f"trim cuts a static tree to what pays: pass tree and a "
+                             f"specnb.drafters.trim.TreeCost, got tree={self.tree!r}, "
+                             f"trim={type(trim).__name__}")
+        self.trim = trim
         self.feature_layers = tuple(head.config.feature_layers)
         self.lm = None
 
@@ -98,29 +109,33 @@ class FeatureDrafter(Drafter):
             raise ValueError("this FeatureDrafter has no recommended shape: pass gamma, give it a "
                              "tree, or load it with specnb.load_pair(), which measures one for "
                              "this machine")
-        choice, head = self.advisor(temperature), self.head
+        choice, head, trim = self.advisor(temperature), self.head, None
         if isinstance(choice, Advice):
-            choice, head = choice.shape, self.head if choice.head is None else choice.head
+            head = self.head if choice.head is None else choice.head
+            choice, trim = choice.shape, choice.trim
         if isinstance(choice, DynamicTree):
             return FeatureDrafter(head, dynamic=choice), choice.depth
         shape = tuple(choice)
         if all(width == 1 for width in shape):
             chain = self if head is self.head else FeatureDrafter(head, stop_below=self.stop_below)
             return chain, len(shape)
-        return FeatureDrafter(head, stop_below=self.stop_below, tree=shape), len(shape)
+        return FeatureDrafter(head, stop_below=self.stop_below, tree=shape, trim=trim), len(shape)
 
     def shape_text(self, gamma: int) -> str:
         """What this drafter drafts with `gamma`: 'γ=1', 'tree (2,)', 'dynamic tree (2, 2, 2)',
-        followed by ', int8 head' when its head is an int8 copy (specnb.models.int8_draft)."""
-        int8 = ", int8 head" if getattr(self.head, "specnb_cpu_path", None) == "int8" else ""
+        followed by ', int8 head' when its head is an int8 copy (specnb.models.int8_draft) and
+        ', trimmed' when each iteration trims the tree (`trim`)."""
+        notes = ", int8 head" if getattr(self.head, "specnb_cpu_path", None) == "int8" else ""
+        notes += ", trimmed" if self.trim is not None else ""
         if self.dynamic is not None:
             d = self.dynamic
-            return f"dynamic tree ({d.nodes}, {d.depth}, {d.branch}){int8}"
-        return (f"γ={gamma}" if self.tree is None else f"tree {self.tree}") + int8
+            return f"dynamic tree ({d.nodes}, {d.depth}, {d.branch}){notes}"
+        return (f"γ={gamma}" if self.tree is None else f"tree {self.tree}") + notes
 
     def __repr__(self) -> str:
         c = self.head.config
         shape = "" if self.tree is None else f", tree={self.tree}"
+        shape += ", trimmed" if self.trim is not None else ""
         if self.dynamic is not None:
             shape = (f", dynamic=(nodes={self.dynamic.nodes}, depth={self.dynamic.depth}, "
                      f"branch={self.dynamic.branch})")
@@ -259,45 +274,56 @@ class FeatureDrafter(Drafter):
 
         Candidates are the head's top-k, deterministic: `verify` takes them as point masses
         (exact at any temperature). A row keeps the depths its budget `max_drafts` allows;
-        `stop_below` ends a row's tree after a depth whose best node the head doubts."""
+        `stop_below` ends a row's tree after a depth whose best node the head doubts; `trim`
+        (a `TreeCost`) then keeps the sub-tree worth its place in the target's forward
+        (`specnb.drafters.trim`)."""
         rows, device = max_drafts.shape[0], max_drafts.device
         if depth > 0:
             self.catch_up()
         if not self.ready:
             depth = 0
-        tokens, parents, counts = [], [], []  # counts: nodes up to each depth
+        levels, chances = [], []  # per depth: its tokens [A, w_d], and (trim) their q
         stopped = torch.zeros(rows, dtype=torch.bool, device=device)
-        num_drafts = torch.zeros(rows, dtype=torch.long, device=device)
-        hidden, logits, best = (self.next_hidden, self.next_logits, -1) if depth else (None,) * 3
+        live_depths = torch.zeros(rows, dtype=torch.long, device=device)
+        hidden, logits = (self.next_hidden, self.next_logits) if depth else (None, None)
         fed = 0  # the head's own entries (one per depth after the first), rolled back in update
         for d in range(depth):
             if d > 0:  # feed the best node of the last depth: its output ranks the next one
                 fed += 1
-                out = self.lm.forward(tokens[best].unsqueeze(1), keep=1,
+                out = self.lm.forward(levels[-1][:, :1], keep=1,
                                       hidden=hidden.unsqueeze(1).to(self.head.fc.weight.dtype))
                 hidden, logits = self.lm.model_output.hidden[:, -1], out[:, -1]
-            width = self.tree[d]
-            top = logits.float().topk(width, -1)
-            ranked = self.head.draft_to_target[top.indices]  # [A, width], best first
-            first = len(tokens)
-            tokens += list(ranked.unbind(1))
-            parents += [best] * width
-            best = first  # the best of this depth: its children come next
+            scores = logits.float()
+            top = scores.topk(self.tree[d], -1)
+            levels.append(self.head.draft_to_target[top.indices])  # [A, width], best first
             live = ~stopped & (d < max_drafts)
-            num_drafts = torch.where(live, len(tokens), num_drafts)
+            live_depths += live.long()
+            if self.trim is not None:  # q of each candidate; 0 where the row drafts no more
+                q = (top.values - scores.logsumexp(-1, keepdim=True)).exp()
+                chances.append(q * live.unsqueeze(1))
             if self.stop_below is not None:  # the head's own confidence in its best guess
-                confidence = torch.softmax(logits.float(), -1).gather(1, top.indices[:, :1])
+                confidence = torch.softmax(scores, -1).gather(1, top.indices[:, :1])
                 stopped |= confidence.squeeze(1) < self.stop_below
-            stopped |= torch.isin(ranked[:, 0], self.eos)
+            stopped |= torch.isin(levels[-1][:, 0], self.eos)
             if d + 1 < depth and device.type == "cpu" and bool(stopped.all()):
                 break
         self.own_entries = fed
-        if not tokens:
+        if self.trim is not None and levels:
+            kept = best_widths(chances, self.trim)
+            levels = [level[:, :width] for level, width in zip(levels, kept)]
+        if not levels:
             empty = torch.zeros(rows, 0, dtype=torch.long, device=device)
             return Proposal(empty, torch.zeros(rows, dtype=torch.long, device=device),
                             parents=empty)
+        # Depth by depth, best first: the best node of a depth is the parent of the next one.
+        counts = [0] + list(itertools.accumulate(level.shape[1] for level in levels))
+        parents = [-1] * counts[1]
+        for d in range(1, len(levels)):
+            parents += [counts[d - 1]] * levels[d].shape[1]
+        # A row's drafts: the nodes of the depths it was live at (a prefix of the depths).
+        num_drafts = torch.tensor(counts, device=device)[live_depths.clamp(max=len(levels))]
         parent_ids = torch.tensor(parents, device=device).expand(rows, -1).clone()
-        return Proposal(torch.stack(tokens, 1), num_drafts, parents=parent_ids)
+        return Proposal(torch.cat(levels, 1), num_drafts, parents=parent_ids)
 
     def update(self, step: Step) -> None:
         if self.own_entries:

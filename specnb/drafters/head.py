@@ -59,14 +59,19 @@ class RMSNorm(nn.Module):
         return self.weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
 
 
-def rotate(x, positions, theta: float):
-    """RoPE as in Llama (halves rotated): x [B, heads, T, d], positions [B, T]."""
-    d = x.shape[-1]
-    inv_freq = 1.0 / (theta ** (torch.arange(0, d, 2, device=x.device, dtype=torch.float32) / d))
+def rotary_tables(positions, d: int, theta: float, dtype):
+    """RoPE's (cos, sin) `[B, 1, T, d]` at `positions [B, T]`, halves repeated as in Llama."""
+    inv_freq = 1.0 / (theta ** (torch.arange(0, d, 2, device=positions.device,
+                                             dtype=torch.float32) / d))
     angles = positions.float().unsqueeze(-1) * inv_freq  # [B, T, d/2]
-    cos = torch.cat([angles.cos(), angles.cos()], -1).unsqueeze(1).to(x.dtype)
-    sin = torch.cat([angles.sin(), angles.sin()], -1).unsqueeze(1).to(x.dtype)
-    first, second = x[..., :d // 2], x[..., d // 2:]
+    angles = torch.cat([angles, angles], -1).unsqueeze(1)
+    return angles.cos().to(dtype), angles.sin().to(dtype)
+
+
+def rotate(x, tables):
+    """RoPE as in Llama (halves rotated): x [B, heads, T, d], `tables` from `rotary_tables`."""
+    cos, sin = tables
+    first, second = x.chunk(2, -1)
     return x * cos + torch.cat([-second, first], -1) * sin
 
 
@@ -117,7 +122,8 @@ class FeatureHead(nn.Module):
         q = self.q_proj(x).view(batch, width, c.num_attention_heads, c.head_dim).transpose(1, 2)
         k = self.k_proj(x).view(batch, width, c.num_key_value_heads, c.head_dim).transpose(1, 2)
         v = self.v_proj(x).view(batch, width, c.num_key_value_heads, c.head_dim).transpose(1, 2)
-        return rotate(q, positions, c.rope_theta), rotate(k, positions, c.rope_theta), v
+        tables = rotary_tables(positions, c.head_dim, c.rope_theta, q.dtype)  # q and k share
+        return rotate(q, tables), rotate(k, tables), v
 
     def _finish(self, hidden, attended):
         """Residual over the features, then the MLP: `o_t`."""

@@ -66,19 +66,27 @@ def load_embedded_head(target):
     from ..drafters.feature import Advice
 
     from .int8_draft import int8_copy, why_not_int8
-    from .tree_shape import int8_for, recommend_shape, shape_for
+    from .tree_shape import int8_for, recommend_shape, shape_for, tree_cost
 
     head = FeatureDrafter.from_pretrained(EMBEDDED_HEAD, target)
     follow_path(head.head, target)
     # Its int8 twin (the same parameters) competes for the recommended shape on the CPU.
     int8 = FeatureDrafter(int8_copy(head.head)) if why_not_int8(head.head) is None else None
-    measured = []  # measured (or read from the cache) at the first call, then kept
+    measured = []
 
-    def advisor(temperature=0.0):  # `speculative(target, head, ids)` without gamma
+    def record():  # measured (or read from the cache) at the first call, then kept
         if not measured:
             measured.append(recommend_shape(target, head, int8_head=int8))
-        shape = shape_for(measured[0], temperature)
-        return Advice(shape, int8.head if int8_for(measured[0], temperature) else None)
+        return measured[0]
+
+    def advisor(temperature=0.0):  # `speculative(target, head, ids)` without gamma
+        with_int8 = int8_for(record(), temperature)
+        # Trimmed on a CPU, where a wider forward costs more; a GPU's is flat far further, and
+        # trimming's one host read per iteration would stall its queue of kernels.
+        trim = tree_cost(record(), with_int8) if target.device.type == "cpu" else None
+        return Advice(shape_for(record(), temperature), int8.head if with_int8 else None,
+                      trim=trim)
+    advisor.record = record  # the whole measurement (`bench --trim` reads its costs)
     head.advisor = advisor
     return head
 

@@ -25,6 +25,10 @@ shape competes twice, "(4, 2, 1)" and "int8 (4, 2, 1)", each with its own head's
 The int8 head reads a quarter of the bytes per step and agrees a little less with the target;
 which wins depends on the machine's memory and the shape's depth.
 
+The record's curve (each k's median over the rounds, made non-decreasing) and the drafting
+head's c also price each iteration's tree: `tree_cost(record, int8)` is the `TreeCost` with which
+the recommended static tree is trimmed to the nodes that pay (`specnb.drafters.trim`).
+
 Sampling (T > 0) takes the best *chain* by the same prediction (`shape_for`): a tree's
 candidates are the head's top-k tokens, checked as point masses, while a chain's drafts are
 sampled from q and checked by rejection sampling, which accepts more, and the rank table only
@@ -48,6 +52,7 @@ from ..core.latency import measure_forward_latency
 from ..drafters import FeatureDrafter
 from ..methods import autoregressive, speculative
 from ..drafters.dynamic_tree import DynamicTree
+from ..drafters.trim import TreeCost
 from ..theory import (check_tree_shape, estimate_cost_ratio, predicted_from_accepted,
                       predicted_tree_speedup)
 from .data import DATA_DIR
@@ -56,7 +61,7 @@ from .loading import cache_dir
 
 RANKS_FILE = DATA_DIR / "head" / "ranks.json"
 ROUNDS = 2
-TIMING = {"prefix_len": 64, "repeats": 3, "head_tokens": 12}
+TIMING = {"prefix_len": 64, "repeats": 5, "head_tokens": 12}
 TIE = 0.02  # rounds whose picks are predicted within 2 % of each other agree on a tie
 
 
@@ -134,7 +139,8 @@ def shape_key(target, ranks: dict, head, int8_head=None) -> str:
     return (f"{where} | {calibration_key(target)} | {next(target.parameters()).dtype} "
             f"{getattr(target, 'specnb_cpu_path', 'dense')} | ranks {digest} "
             f"| head {getattr(head.head, 'specnb_cpu_path', 'dense')}"
-            + (" and int8" if int8_head is not None else ""))
+            + (" and int8" if int8_head is not None else "")
+            + f" | {ROUNDS} rounds of {TIMING['repeats']}")
 
 
 def _head_cost(target, drafter, ids, plain) -> float:
@@ -162,7 +168,7 @@ def _one_round(target, head, ranks: dict, shapes: list, int8_head=None) -> dict:
 
 def recommend_shape(target, head, *, ranks=None, cache_file=None, int8_head=None) -> dict:
     """{"shape", "dynamic", "int8", "predicted" ({label: speedup}), "c", "checking_cost"
-    ({k: t(k)/t(1)}), "cached"}: the candidate with the highest predicted speedup on this
+    ({k: t(k)/t(1)}, pooled over the rounds, non-decreasing), "cached"}: the candidate with the highest predicted speedup on this
     machine (module docstring): a static shape in "shape" (a tuple; "dynamic" None) or a dynamic
     tree in "dynamic" (a DynamicTree; "shape" None); "int8" True when the int8 head drafts it.
     `ranks`: a `load_ranks()` record (default: the embedded head's). `int8_head`: the head's int8
@@ -180,19 +186,37 @@ def recommend_shape(target, head, *, ranks=None, cache_file=None, int8_head=None
     rounds = [_one_round(target, head, ranks, shapes, int8_head) for _ in range(ROUNDS)]
     pooled = {s: statistics.median(r["predicted"][s] for r in rounds) for s in shapes}
     best = max(shapes, key=lambda s: pooled[s])
-    first = rounds[0]["latency"]
     record = {"choice": label(best), "c": statistics.median(r["c"] for r in rounds),
               **({"c_int8": statistics.median(r["c_int8"] for r in rounds)}
                  if int8_head is not None else {}),
               "predicted": {label(s): round(v, 4) for s, v in pooled.items()},
-              "checking_cost": {k: round(ms / first["median_ms"][0], 4) for k, ms in
-                                zip(first["token_counts"], first["median_ms"])}}
+              "checking_cost": pooled_checking_cost([r["latency"] for r in rounds])}
     picks = {max(shapes, key=lambda s: r["predicted"][s]) for r in rounds}
     if min(pooled[s] for s in picks) >= (1 - TIE) * pooled[best]:  # agree, or a tie
         cache[key] = record
         cache_file.parent.mkdir(parents=True, exist_ok=True)
         cache_file.write_text(json.dumps(cache, indent=1))
     return {**record, **_choice(record["choice"]), "cached": False}
+
+
+def pooled_checking_cost(latencies: list) -> dict:
+    """{k: t(k)/t(1)} from several `measure_forward_latency` rounds: each k's median over the
+    rounds, then made non-decreasing in k (a wider forward never costs less; a dip is noise)."""
+    counts = latencies[0]["token_counts"]
+    one = statistics.median(r["median_ms"][0] for r in latencies)
+    curve, highest = {}, 0.0
+    for i, k in enumerate(counts):
+        highest = max(highest, statistics.median(r["median_ms"][i] for r in latencies) / one)
+        curve[k] = round(highest, 4)
+    return curve
+
+
+def tree_cost(record: dict, int8: bool = False) -> TreeCost:
+    """What an iteration costs here (`specnb.drafters.trim`), from a `recommend_shape` record:
+    its checking curve and the c of the head that drafts (`int8`: the int8 copy)."""
+    curve = record["checking_cost"]
+    checking = tuple(curve[k] for k in sorted(curve, key=int))
+    return TreeCost(checking, record["c_int8"] if int8 else record["c"])
 
 
 def _best_chain(record: dict) -> str:
