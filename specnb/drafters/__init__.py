@@ -12,8 +12,8 @@ token its draft doubts (`Drafter.stops`), which saves draft forwards and checkin
 Token trees: `FeatureDrafter(head, tree=(4, 2))` (a fixed shape) or `FeatureDrafter(head,
 dynamic=(8, 4, 4))` (EAGLE-2's tree, grown from the head's probabilities: `DynamicTree`); a
 fixed shape trimmed each iteration to the nodes worth this machine's forward: `trim=TreeCost(
-...)`; `NgramDrafter(branches=3)`, `MixedDrafter`; `ModelDrafter` drafts chains only (a tree would need
-its own cache per branch).
+...)`; `NgramDrafter(branches=3)`, `MixedDrafter`; `ModelDrafter` drafts chains only (a tree
+would need its own cache per branch).
 
 What goes here: what proposes tokens, built on `specnb.core` only. What does not: the loop that
 verifies them (`specnb.methods`), loading or training the models behind them (`specnb.models`,

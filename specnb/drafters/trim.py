@@ -1,11 +1,11 @@
 """Trim a static token tree, each iteration, to the nodes that pay for their place.
 
 A static tree such as (4, 2, 1) scores 8 tokens in every target forward. On a CPU a wider
-forward costs more (t(k)/t(1) on the 2-core AMD EPYC here: about 1.2 for k = 2..4, 1.3 for
-5..7, 1.4 for 8..10), while what a node adds depends on the iteration: when the head is sure of
-its best guess, its runners-up are almost never the target's token; when it is unsure, the
-depths below its best guess are rarely reached. So the drafter drafts the whole tree, then
-keeps the sub-tree with the most expected tokens per unit of time.
+forward costs more (t(k)/t(1) through the loop's cache on the 2-core AMD EPYC here: about 1.2
+for k = 2..4, 1.3 for 5..7, 1.4 for 8..10), while what a node adds depends on the iteration:
+when the head is sure of its best guess, its runners-up are almost never the target's token;
+when it is unsure, the depths below its best guess are rarely reached. So the drafter drafts the
+whole tree, then keeps the sub-tree with the most expected tokens per unit of time.
 
 The head's own law estimates each node's chance. At T = 0 a node of depth d and rank r is kept
 when the best nodes above it were kept and its token is the target's choice; with q_{d,r} the
@@ -71,18 +71,20 @@ def sub_shapes(widths: tuple) -> list:
     return sorted(shapes)
 
 
-def best_widths(probs: list, cost: TreeCost, rows: int | None = None) -> tuple:
+def best_widths(probs: list, cost: TreeCost) -> tuple:
     """The sub-shape of the drafted tree with the most expected tokens per unit of time.
 
-    `probs[d]` is `[A, w_d]`: per row, the head's probability of its rank-1..w_d tokens at
-    depth d (after the best node of depth d - 1), 0 where a row drafts nothing there. One host
-    read. Example: probs [[[0.9, 0.05]], [[0.8]]] with `TreeCost((1, 1.2, 1.2, 1.4), 0)` keeps
+    `probs[d]` is `[A, w_d]`: per row, the head's probability of its rank-1..w_d tokens at depth
+    d (after the best node of depth d - 1), 0 where a row drafts nothing there. A batch of A
+    rows scores A (1 + nodes) tokens in its forward. One host read.
+
+    Example: probs [[[0.9, 0.05]], [[0.8]]] with `TreeCost((1, 1.2, 1.2, 1.4), 0)` keeps
     (1, 1): 2.62 tokens for 1.2 forwards; the runner-up at depth 1 would add 0.05 tokens for
     0.2 forwards more."""
     widths = tuple(p.shape[1] for p in probs)
     if not widths:
         return ()
-    rows = probs[0].shape[0] if rows is None else rows
+    rows = probs[0].shape[0]
     reach = torch.ones_like(probs[0][:, 0])  # chance that a row's walk gets to depth d
     gains = []
     for p in probs:

@@ -167,13 +167,14 @@ def _one_round(target, head, ranks: dict, shapes: list, int8_head=None) -> dict:
 
 
 def recommend_shape(target, head, *, ranks=None, cache_file=None, int8_head=None) -> dict:
-    """{"shape", "dynamic", "int8", "predicted" ({label: speedup}), "c", "checking_cost"
-    ({k: t(k)/t(1)}, pooled over the rounds, non-decreasing), "cached"}: the candidate with the highest predicted speedup on this
-    machine (module docstring): a static shape in "shape" (a tuple; "dynamic" None) or a dynamic
-    tree in "dynamic" (a DynamicTree; "shape" None); "int8" True when the int8 head drafts it.
-    `ranks`: a `load_ranks()` record (default: the embedded head's). `int8_head`: the head's int8
-    copy as a FeatureDrafter (`specnb.models.int8_draft.int8_copy`), weighed when the ranks
-    record has its acceptance ("int8"); None: the head as it is, alone."""
+    """{"shape", "dynamic", "int8", "predicted" ({label: speedup}), "c", "checking_cost" ({k:
+    t(k)/t(1)}, pooled over the rounds, non-decreasing), "cached"}: the candidate with the
+    highest predicted speedup on this machine (module docstring): a static shape in "shape" (a
+    tuple; "dynamic" None) or a dynamic tree in "dynamic" (a DynamicTree; "shape" None); "int8"
+    True when the int8 head drafts it. `ranks`: a `load_ranks()` record (default: the embedded
+    head's). `int8_head`: the head's int8 copy as a FeatureDrafter
+    (`specnb.models.int8_draft.int8_copy`), weighed when the ranks record has its acceptance
+    ("int8"); None: the head as it is, alone."""
     ranks = load_ranks() if ranks is None else ranks
     if int8_head is not None and "int8" not in ranks:
         int8_head = None  # nothing to predict its acceptance from
