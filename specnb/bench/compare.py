@@ -54,6 +54,10 @@ from ..models.pairs import load_embedded_head, load_pair
 from ..models.tree_shape import tree_cost
 from ..theory import estimate_alpha, estimate_cost_ratio, predicted_speedup
 
+# The settings that run the feature head: as it is, and drafted by its int8 copy.
+HEAD_FLAGS = ("head_gammas", "head_trees", "head_dynamic", "mixed")
+INT8_HEAD_FLAGS = ("head_int8_gammas", "head_int8_trees", "head_int8_dynamic", "mixed_int8")
+
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 PEERS = {"ours autoregressive": "HF generate", "ours speculative γ=": "HF assisted γ=",
          "ours prompt lookup k=": "HF prompt lookup k=",
@@ -154,9 +158,8 @@ def all_methods(args, target, draft, head, cost_aware):
         + [("speculative", "draft", ModelDrafter(draft, stop_below=stop), args.gammas)]
     # The head's shapes run with the head as it is and, where asked, with its int8 copy
     # (specnb.models.int8_draft): (setting, head module, label suffix) per run.
-    int8_flags = ("head_int8_gammas", "head_int8_trees", "head_int8_dynamic", "mixed_int8")
     int8_head = int8_copy(head.head) if head is not None and any(
-        getattr(args, flag, []) for flag in int8_flags) else None
+        getattr(args, flag, []) for flag in INT8_HEAD_FLAGS) else None
 
     def runs(float_flag, int8_flag):
         if head is None:
@@ -312,9 +315,7 @@ def run(args, pair=None, progress: bool = True) -> dict:
     if pair is None:
         target, draft, tokenizer = load_pair("embedded-distilled", device=args.device,
                                              dtype=DTYPES[args.dtype] if args.dtype else None)
-        wants_head = (args.head_gammas or args.head_int8_gammas or args.head_trees
-                      or args.head_int8_trees or args.head_dynamic or args.head_int8_dynamic
-                      or args.mixed or args.mixed_int8)
+        wants_head = any(getattr(args, flag) for flag in HEAD_FLAGS + INT8_HEAD_FLAGS)
         head = load_embedded_head(target) if wants_head else None
     else:
         target, draft, tokenizer, *rest = pair

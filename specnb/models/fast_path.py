@@ -75,7 +75,8 @@ class CopiedWeightLinear(nn.Linear):
         self.weight, self.bias = linear.weight, linear.bias
         self._packed, self._packed_for = None, None
 
-    def _pack(self):
+    def _pack(self, tensors: list):
+        """The copy of `tensors` ([weight] or [weight, bias]) in the kernel's format."""
         raise NotImplementedError
 
     def _float_only(self, x) -> bool:
@@ -89,7 +90,7 @@ class CopiedWeightLinear(nn.Linear):
         version = tuple((t.data_ptr(), t._version) for t in tensors)
         if self._packed_for != version:  # first use, or the weight changed since packing
             with torch.no_grad():
-                self._packed = self._pack()
+                self._packed = self._pack(tensors)
             self._packed_for = version
         return self._packed
 
@@ -105,8 +106,7 @@ class PrepackedLinear(CopiedWeightLinear):
     def _float_only(self, x) -> bool:
         return super()._float_only(x) or torch.is_autocast_enabled("cpu")
 
-    def _pack(self):
-        tensors = [self.weight] + ([self.bias] if self.bias is not None else [])
+    def _pack(self, tensors):
         return [t.detach().contiguous().to_mkldnn() for t in tensors] + [None]
 
     def forward(self, x):

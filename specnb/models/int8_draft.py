@@ -62,10 +62,10 @@ def quantize_rows(weight: torch.Tensor) -> torch.Tensor:
 class Int8Linear(CopiedWeightLinear):
     """`linear`'s own weight and bias, run with an int8 copy of the weight (module docstring)."""
 
-    def _pack(self):
-        bias = None if self.bias is None else self.bias.detach().float()
+    def _pack(self, tensors):
+        weight, *bias = tensors
         return torch.ops.quantized.linear_prepack(
-            quantize_rows(self.weight.detach().contiguous()), bias)
+            quantize_rows(weight.detach().contiguous()), bias[0].detach().float() if bias else None)
 
     def forward(self, x):
         if self._float_only(x):
