@@ -57,3 +57,42 @@ def test_profiling_keeps_the_loop_s_greedy_verification(pair, monkeypatch):
     target, drafter = pair
     run = overhead.profile(target, drafter, [[3, 4, 5, 6]], gamma=2, max_new_tokens=8)
     assert run["sections_ms"]["verify"] > 0
+
+
+class FakeTokenizer:
+    """What `main` asks of a tokenizer: `chat_ids` is patched, so nothing."""
+
+
+def run_main(monkeypatch, target, drafter, argv):
+    """`overhead.main` on a tiny pair: the eval prompts' ids replaced by short token lists."""
+    monkeypatch.setattr(overhead, "load_pair", lambda name: (target, drafter, FakeTokenizer()))
+    monkeypatch.setattr(overhead, "chat_ids", lambda tokenizer, prompt: [3, 4, 5, 6])
+    return overhead.main(argv)
+
+
+def test_default_profiles_the_shape_speculative_drafts_without_gamma(monkeypatch, tmp_path):
+    from head_fixtures import random_head
+    from specnb.drafters import TreeCost
+    from specnb.drafters.feature import Advice
+
+    target = tiny_llama(1, hidden=32, layers=3)
+    head = random_head(target, std=0.05)
+    head.advisor = lambda temperature: Advice((2, 1), trim=TreeCost((1.0, 1.02, 1.05, 1.1), 0.0))
+    out = tmp_path / "overhead.json"
+    record = run_main(monkeypatch, target, head, [
+        "--default", "--gammas", "1", "--prompts", "1", "--max-new-tokens", "6",
+        "--repeats", "1", "--out", str(out)])
+    methods = [run["method"] for run in record["runs"]]
+    assert methods == ["autoregressive", "γ=1", "default: tree (2, 1), trimmed"]
+    default = record["runs"][-1]
+    assert default["gamma"] == 2 and default["draft_ms"] > 0
+    assert sum(default["sections_ms"].values()) == pytest.approx(default["overhead_ms"])
+    assert "default: tree (2, 1), trimmed: target" in overhead.format_report(record)
+    assert out.exists()
+
+
+def test_default_needs_a_drafter_with_a_recommended_shape(monkeypatch, capsys, pair):
+    target, drafter = pair  # a ModelDrafter: no advisor, no recommended shape
+    with pytest.raises(SystemExit) as exited:
+        run_main(monkeypatch, target, drafter, ["--default", "--repeats", "1"])
+    assert exited.value.code == 2 and "--default" in capsys.readouterr().err

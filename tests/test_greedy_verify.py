@@ -78,6 +78,29 @@ def test_tree_verdict_equals_tree_verify_on_one_hot_laws(seed, with_q):
     assert expected.num_accepted.max() >= 2 or seed % 5  # the walk does go deep sometimes
 
 
+@pytest.mark.parametrize("seed", range(40))
+def test_the_walk_at_once_equals_the_walk_node_by_node(seed):
+    """Many shapes: siblings that repeat a token (the first one is kept, the later ones are
+    not tried), chains, padding whose parents are anything, rows without drafts."""
+    g = torch.Generator().manual_seed(1000 + seed)
+    batch, nodes = 8, int(torch.randint(1, 10, (1,), generator=g))
+    logits = torch.randn(batch, nodes + 1, 3, generator=g)  # 3 tokens: many repeats
+    parents = random_parents(g, batch, nodes)
+    if seed % 4 == 0:
+        parents[:] = torch.arange(nodes) - 1  # a chain
+    after_parent = logits.argmax(-1).gather(1, parents + 1)
+    drafts = torch.where(torch.rand(batch, nodes, generator=g) < 0.7, after_parent,
+                         torch.randint(0, 3, (batch, nodes), generator=g))
+    num_drafts = torch.randint(0, nodes + 1, (batch,), generator=g)
+    padding = torch.arange(nodes) >= num_drafts.unsqueeze(1)
+    garbage = torch.randint(-1, nodes, (batch, nodes), generator=g)  # in range, not a tree
+    parents = torch.where(padding, garbage, parents)  # padding: not part of the tree
+    expected = tree_verify(logits_to_probs(logits, 0.0), None, drafts, parents,
+                           num_drafts=num_drafts, greedy=True)
+    same(greedy_tree_verify(greedy_ids(logits), None, drafts, parents, num_drafts=num_drafts),
+         expected)
+
+
 def test_greedy_ids_refuses_a_broken_row_like_the_laws_do():
     logits = torch.zeros(2, 3, V)
     logits[1, 2, 4] = float("nan")

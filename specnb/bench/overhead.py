@@ -1,6 +1,7 @@
 """Where the speculative loop's time goes besides the models: per-iteration overhead and host syncs.
 
     python -m specnb.bench.overhead                     the default pair, γ = 1 2 3, greedy
+    python -m specnb.bench.overhead --default           also what `speculative` drafts without γ
     python -m specnb.bench.overhead --pair embedded-distilled --gammas 4
 
 One process runs our autoregressive loop and `speculative` at each γ on the same prompts, with
@@ -136,9 +137,10 @@ def instrumented(drafter, count_syncs: bool):
 
 
 def profile(target, drafter, prompts: list, *, gamma: int, max_new_tokens: int,
-            count_syncs: bool = False) -> dict:
+            count_syncs: bool = False, label: str | None = None) -> dict:
     """One method (γ = 0: our autoregressive loop) over `prompts`: ms per iteration by section,
-    or (`count_syncs`) host syncs per iteration by call site."""
+    or (`count_syncs`) host syncs per iteration by call site. `label` names the method in the
+    record (default: 'autoregressive' or 'γ=<gamma>')."""
     iterations, wall, model, draft_model, sections, syncs = 0, 0.0, 0.0, 0.0, \
         collections.Counter(), collections.Counter()
     for ids in prompts:
@@ -162,7 +164,9 @@ def profile(target, drafter, prompts: list, *, gamma: int, max_new_tokens: int,
     per_iteration = {name: 1000 * s / iterations for name, s in sorted(sections.items())}
     overhead = 1000 * (wall - model - draft_model) / iterations
     per_iteration["other"] = overhead - sum(per_iteration.values())
-    return {"gamma": gamma, "iterations": iterations,
+    if label is None:
+        label = "autoregressive" if gamma == 0 else f"γ={gamma}"
+    return {"method": label, "gamma": gamma, "iterations": iterations,
             "target_forward_ms": 1000 * model / iterations,
             "draft_ms": 1000 * draft_model / iterations,
             "overhead_ms": overhead, "sections_ms": per_iteration,
@@ -173,9 +177,9 @@ def format_report(record: dict) -> str:
     lines = [f"{record['cpu']['name']} [{record['cpu']['isa']}], {record['threads']} threads; "
              f"ms per iteration (the median of {record['repeats']} runs)"]
     for run in record["runs"]:
-        name = "autoregressive" if run["gamma"] == 0 else f"γ={run['gamma']}"
+        name = run.get("method") or ("autoregressive" if run["gamma"] == 0 else f"γ={run['gamma']}")
         parts = ", ".join(f"{k} {v:.2f}" for k, v in run["sections_ms"].items() if abs(v) >= 0.05)
-        lines.append(f"  {name:>14}: target {run['target_forward_ms']:.1f}, draft "
+        lines.append(f"  {name}: target {run['target_forward_ms']:.1f}, draft "
                      f"{run['draft_ms']:.1f}, overhead {run['overhead_ms']:.2f} ({parts}); "
                      f"{sum(run['syncs_per_iteration'].values()):.1f} host syncs")
         for site, n in run["syncs_per_iteration"].items():
@@ -184,11 +188,11 @@ def format_report(record: dict) -> str:
 
 
 def measure(target, drafter, prompts: list, *, gamma: int, max_new_tokens: int,
-            repeats: int) -> dict:
+            repeats: int, label: str | None = None) -> dict:
     """The timed repeat whose overhead is the median (its sections kept together), with every
     repeat's overhead, and the host syncs of one more, counted, run."""
-    runs = sorted((profile(target, drafter, prompts, gamma=gamma, max_new_tokens=max_new_tokens)
-                   for _ in range(repeats)), key=lambda r: r["overhead_ms"])
+    runs = sorted((profile(target, drafter, prompts, gamma=gamma, max_new_tokens=max_new_tokens,
+                           label=label) for _ in range(repeats)), key=lambda r: r["overhead_ms"])
     chosen = dict(runs[len(runs) // 2])
     chosen["overhead_ms_all"] = [round(r["overhead_ms"], 3) for r in runs]
     chosen["syncs_per_iteration"] = profile(target, drafter, prompts, gamma=gamma,
@@ -206,6 +210,10 @@ def main(argv=None) -> dict:
     parser.add_argument("--prompts", type=int, default=2, help="open-ended eval prompts")
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--default", action="store_true",
+                        help="also the shape `speculative` drafts without γ on this machine (the "
+                             "pair's recommended chain or tree, e.g. the embedded head's trimmed "
+                             "tree)")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     for name in ("prompts", "max_new_tokens", "repeats"):
@@ -218,11 +226,23 @@ def main(argv=None) -> dict:
     target, drafter, tokenizer = load_pair(args.pair)
     if not isinstance(drafter, Drafter):
         drafter = as_drafter(target, drafter)
+    methods = [(drafter, g, None) for g in [0] + args.gammas]  # (drafter, γ, label)
+    if args.default:
+        if not hasattr(drafter, "recommended"):
+            parser.error(f"--default: the pair {args.pair!r} drafts with "
+                         f"{type(drafter).__name__}, which has no recommended shape")
+        try:
+            chosen, depth = drafter.recommended(0.0)
+        except ValueError as error:
+            parser.error(f"--default: {error}")
+        methods.append((chosen, depth, f"default: {chosen.shape_text(depth)}"))
     prompts = [chat_ids(tokenizer, p["prompt"])
                for p in load_prompts("eval", group="open-ended")[:args.prompts]]
-    speculative(target, drafter, prompts[0], gamma=1, max_new_tokens=8)  # warm-up
-    runs = [measure(target, drafter, prompts, gamma=g, max_new_tokens=args.max_new_tokens,
-                    repeats=args.repeats) for g in tqdm([0] + args.gammas, desc="methods")]
+    for each, gamma, _ in methods[1:]:  # warm-up, every drafter (the default may be a new one)
+        speculative(target, each, prompts[0], gamma=gamma, max_new_tokens=8)
+    runs = [measure(target, each, prompts, gamma=gamma, max_new_tokens=args.max_new_tokens,
+                    repeats=args.repeats, label=label)
+            for each, gamma, label in tqdm(methods, desc="methods")]
     cpu = cpu_identity()
     record = {"cpu": cpu, "threads": torch.get_num_threads(), "pair": args.pair,
               "torch": torch.__version__, "python": platform.python_version(),

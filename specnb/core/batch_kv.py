@@ -26,7 +26,7 @@ import torch
 
 from .timed import TimedModel, crop_cache
 from .sampler import checking
-from .tree import check_parents, tree_ancestors, tree_depths
+from .tree import check_parents, tree_ancestors
 
 # Compact when the cache has this many more slots than its longest row (holes from rollbacks).
 MAX_HOLES = 64
@@ -193,13 +193,15 @@ class BatchedCachedLM(TimedModel):
                                  f"{[*tree.shape, self.num_slots]}, got "
                                  f"{getattr(visible, 'dtype', type(visible).__name__)} "
                                  f"{list(getattr(visible, 'shape', []))}")
-        seen = tree_ancestors(tree) & new_valid.unsqueeze(1)  # [B, T, T]: ancestors and self
+        ancestors = tree_ancestors(tree)  # [B, T, T]: ancestors and self
+        depths = ancestors.sum(2)  # the pending token's column counts 1
+        seen = ancestors & new_valid.unsqueeze(1)
         cache_seen = self.valid.unsqueeze(1).expand(-1, tree.shape[1], -1)
         if visible is None:
-            positions = self.lengths.unsqueeze(1) + tree_depths(tree) - 1
+            positions = self.lengths.unsqueeze(1) + depths - 1
         else:
             cache_seen = cache_seen & visible
-            positions = cache_seen.sum(2) + tree_depths(tree) - 1
+            positions = cache_seen.sum(2) + depths - 1
         allowed = torch.cat([cache_seen, seen], 2)
         dtype = getattr(self.model, "dtype", torch.float32)
         # Additive, in the model's dtype: eager attention adds a mask to its scores, where a

@@ -42,22 +42,24 @@ def check_parents(parents: torch.Tensor, num_drafts: torch.Tensor | None = None)
 def tree_depths(parents: torch.Tensor) -> torch.Tensor:
     """`[B, N]` depth of each node, 1 for a child of the pending token.
     Example: parents [[-1, 0, -1, 2]] -> [[1, 2, 1, 2]]."""
-    depths = torch.zeros_like(parents)
-    for j in range(parents.shape[1]):
-        above = depths.gather(1, parents[:, j:j + 1].clamp_min(0)).squeeze(1)
-        depths[:, j] = torch.where(parents[:, j] < 0, 1, above + 1)
-    return depths
+    return tree_ancestors(parents).sum(-1)  # a node's ancestors and itself
 
 
 def tree_ancestors(parents: torch.Tensor) -> torch.Tensor:
     """`[B, N, N]` bool: entry (j, i) is True when node i is node j or one of its ancestors.
-    Example: parents [[-1, 0, -1]] -> rows [1,0,0], [1,1,0], [0,0,1]."""
+    Example: parents [[-1, 0, -1]] -> rows [1,0,0], [1,1,0], [0,0,1].
+
+    The transitive closure of "is the parent of" by repeated squaring, log2(N) matrix products
+    in all, rather than a pass per node: a tree is rebuilt every iteration of the loop, where
+    each small op costs microseconds."""
     batch, nodes = parents.shape
-    eye = torch.eye(nodes, dtype=torch.bool, device=parents.device)
-    seen = eye.expand(batch, -1, -1).clone()
-    for j in range(nodes):
-        above = seen[torch.arange(batch, device=parents.device), parents[:, j].clamp_min(0)]
-        seen[:, j] |= above & (parents[:, j] >= 0).unsqueeze(1)
+    column = torch.arange(nodes, device=parents.device)
+    seen = (parents.unsqueeze(2) == column) | (column.unsqueeze(1) == column)  # parent, self
+    reach = 1  # seen holds every ancestor at most `reach` generations up
+    while reach < nodes - 1:
+        hops = seen.float()
+        seen = seen | ((hops @ hops) > 0)
+        reach *= 2
     return seen
 
 

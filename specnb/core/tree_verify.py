@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import torch
 
 from .sampler import draw, sample
-from .tree import check_parents
+from .tree import check_parents, tree_ancestors
 
 
 @dataclass
@@ -124,36 +124,40 @@ def greedy_tree_verify(target_ids, draft_probs, draft_token_ids, parents, *,
     ...] instead of their one-hot laws: the same TreeVerdict, bit for bit. With r one-hot at t,
     a child is kept iff its token is t, and a rejection leaves r as it was ((r − q)+ is still
     positive at t alone, or x was not t), so the walk only follows argmaxes and never builds a
-    V-wide residual."""
+    V-wide residual. Nothing is random, so the walk is computed at once rather than node by
+    node: a node is kept when it and each of its ancestors is the first of its siblings to
+    match the target's token after its parent; it is tried when its parent was kept and no
+    earlier sibling matched."""
     batch, nodes = draft_token_ids.shape
     device = target_ids.device
     if num_drafts is None:
         num_drafts = torch.full((batch,), nodes, dtype=torch.long, device=device)
     rows = torch.arange(batch, device=device)
-    current = torch.full((batch,), -1, dtype=torch.long, device=device)
-    column = torch.zeros(batch, dtype=torch.long, device=device)  # where r = the target's law
-    depth = torch.zeros(batch, dtype=torch.long, device=device)
-    path = torch.full((batch, nodes), -1, dtype=torch.long, device=device)
-    tried = torch.zeros(batch, nodes, dtype=torch.bool, device=device)
-    accept_probs = torch.zeros(batch, nodes, device=device)
-    after_parent = parents.clamp_min(-1) + 1
-    p_of_draft = (target_ids.gather(1, after_parent) == draft_token_ids.clamp_min(0)).float()
+    node = torch.arange(nodes, device=device)
+    real = node < num_drafts.unsqueeze(1)
+    after_parent = target_ids.gather(1, parents.clamp_min(-1) + 1)  # the target's token there
+    p_of_draft = (after_parent == draft_token_ids.clamp_min(0)).float()
     q_of_draft = torch.ones(batch, nodes, device=device) if draft_probs is None else \
         draft_probs.gather(-1, draft_token_ids.clamp_min(0).unsqueeze(-1)).squeeze(-1).float()
-    for j in range(nodes):
-        turn = (parents[:, j] == current) & (j < num_drafts)
-        kept = turn & (draft_token_ids[:, j] == target_ids.gather(1, column[:, None])[:, 0])
-        tried[:, j], accept_probs[:, j] = turn, kept.float()
-        slot = depth.clamp(max=nodes - 1)
-        path[rows, slot] = torch.where(kept, j, path[rows, slot])
-        current = torch.where(kept, j, current)
-        column = torch.where(kept, j + 1, column)
-        depth = depth + kept.long()
+    match = real & (draft_token_ids == after_parent)
+    # (j, k): k is a sibling of j tried before it; one that matched ends j's turn
+    earlier_sibling = (parents.unsqueeze(2) == parents.unsqueeze(1)) & (node < node.unsqueeze(1))
+    beaten = (earlier_sibling & match.unsqueeze(1)).any(2)
+    first = match & ~beaten
+    kept = ~(tree_ancestors(parents) & ~first.unsqueeze(1)).any(2)  # it and its ancestors
+    parent_kept = (parents < 0) | kept.gather(1, parents.clamp(0, max(nodes - 1, 0)))
+    tried = real & parent_kept & ~beaten
+    depth = kept.sum(1)
+    # The kept nodes in node order are the path in depth order (parents come first).
+    path = torch.where(kept, node, nodes).sort(1).values
+    path = torch.where(path < nodes, path, -1)
+    zero = torch.zeros(batch, 1, dtype=torch.long, device=device)
+    column = torch.cat([zero, kept.long() * (node + 1)], 1).amax(1)  # the last kept node's
     tokens = torch.full((batch, nodes + 1), -1, dtype=torch.long, device=device)
     tokens[:, :nodes] = torch.where(path >= 0, draft_token_ids.gather(1, path.clamp_min(0)), -1)
     tokens[rows, depth] = target_ids.gather(1, column[:, None])[:, 0]
     return TreeVerdict(tokens=tokens, num_accepted=depth, path=path, tried=tried,
-                       accept_probs=accept_probs, p_of_draft=p_of_draft, q_of_draft=q_of_draft)
+                       accept_probs=kept.float(), p_of_draft=p_of_draft, q_of_draft=q_of_draft)
 
 
 def _check_inputs(target_probs, draft_probs, draft_token_ids, parents, num_drafts) -> None:
