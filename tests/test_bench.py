@@ -12,7 +12,8 @@ import pytest
 
 import specnb
 from specnb.bench import compare as bench
-from specnb.viz.speedups import plot_speedups, speculative_by_gamma
+from specnb.viz.speedups import (per_prompt_speedups, plot_per_prompt_speedups, plot_speedups,
+                                  speculative_by_gamma)
 from specnb.viz.timing import plot_speedup_vs_gamma
 
 matplotlib.use("Agg")
@@ -254,3 +255,28 @@ def test_repeats_are_interleaved_across_methods(monkeypatch):
     assert calls == ["a", "b"] + ["a", "b"] * 3
     assert [(row["method"], row["seconds"], row["spread"]) for row in record["rows"]] == [
         ("ours autoregressive", 2.0, 2.0), ("HF generate", 2.0, 2.0)]
+
+
+RECORD = {"device": "CPU test", "settings": {"max_new_tokens": 8, "temperature": 0.0}, "rows": [
+    {"method": "ours autoregressive", "prompt_id": "a", "seconds": 2.0},
+    {"method": "ours autoregressive", "prompt_id": "b", "seconds": 4.0},
+    {"method": "ours tree", "prompt_id": "a", "seconds": 1.0},
+    {"method": "ours tree", "prompt_id": "b", "seconds": 4.0},
+    {"method": "HF generate", "prompt_id": "a", "seconds": 2.5}]}
+
+
+def test_per_prompt_speedups_and_their_plot():
+    speedups = per_prompt_speedups(RECORD)
+    assert speedups["ours tree"] == {"a": 2.0, "b": 1.0, "total": 1.2}
+    assert speedups["HF generate"] == {"a": 0.8, "total": 0.8}  # the prompts it ran
+    fig = plot_per_prompt_speedups(RECORD, methods=["ours tree"])
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["ours tree"]
+    assert sorted(ax.lines[0].get_xdata()) == [1.0, 2.0]  # a dot per prompt
+    assert ax.patches[0].get_width() == pytest.approx(1.2)  # the bar: over all prompts
+    with pytest.raises(ValueError, match="no rows for"):
+        plot_per_prompt_speedups(RECORD, methods=["ours chain"])
+    with pytest.raises(ValueError, match="'ours autoregressive'"):
+        per_prompt_speedups({"rows": RECORD["rows"][2:]})
+    with pytest.raises(ValueError, match="rows"):
+        per_prompt_speedups({"summary": {}})

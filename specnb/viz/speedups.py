@@ -1,10 +1,15 @@
-"""Plots of benchmark records (`python -m specnb.bench`): speedups per method, and the
-speculative rows against γ (`plot_speedup_vs_gamma` in `specnb.viz.timing` draws them).
+"""Plots of benchmark records (`python -m specnb.bench`): speedups per method, each prompt's
+speedup beside the total, and the speculative rows against γ (`plot_speedup_vs_gamma` in
+`specnb.viz.timing` draws them).
 
 Pure functions of the JSON record; they return matplotlib figures and never show them.
 """
 
+import math
+
 from matplotlib.figure import Figure
+
+BASE = "ours autoregressive"
 
 
 def plot_speedups(record: dict) -> Figure:
@@ -39,3 +44,63 @@ def speculative_by_gamma(record: dict, group: str = "all") -> list:
         if setting != s["method"] and setting.isdigit():  # fixed γ, exact acceptance
             points.append((int(setting), s["speedup_vs_ours_ar"], s["predicted"]))
     return sorted(points)
+
+
+def per_prompt_speedups(record: dict, base: str = BASE) -> dict:
+    """{method: {prompt id: speedup over `base` on that prompt}} for every method but `base`,
+    from the record's rows (per prompt: base seconds / method seconds; both wrote the same
+    number of tokens where outputs are identical), and {method: speedup over the prompts'
+    total time} under the key "total" of each method's dict.
+    Example: base 2 s and 4 s, method 1 s and 4 s -> {p1: 2.0, p2: 1.0, "total": 1.2}."""
+    rows = record.get("rows") if isinstance(record, dict) else None
+    if not rows:
+        raise ValueError("record has no 'rows'; pass what python -m specnb.bench wrote")
+    seconds = {}
+    for row in rows:
+        seconds.setdefault(row["method"], {})[row["prompt_id"]] = row["seconds"]
+    if base not in seconds:
+        raise ValueError(f"record has no {base!r} rows to compare with (methods: "
+                         f"{sorted(seconds)})")
+    result = {}
+    for method, times in seconds.items():
+        if method == base:
+            continue
+        prompts = [p for p in times if p in seconds[base]]
+        ratios = {p: seconds[base][p] / times[p] for p in prompts}
+        ratios["total"] = sum(seconds[base][p] for p in prompts) / sum(times[p] for p in prompts)
+        result[method] = ratios
+    return result
+
+
+def plot_per_prompt_speedups(record: dict, methods=None, base: str = BASE) -> Figure:
+    """One row per method (`methods`: which and in what order; default all but `base`): a dot
+    per prompt at its speedup over `base`, a bar at the speedup over all prompts' time, a line
+    at 1 (as fast as `base`). The dots show what a total hides: how much prompts differ."""
+    speedups = per_prompt_speedups(record, base)
+    names = list(speedups) if methods is None else list(methods)
+    missing = [n for n in names if n not in speedups]
+    if missing:
+        raise ValueError(f"no rows for {missing} in the record (methods: {list(speedups)})")
+    fig = Figure(figsize=(10, 0.55 * len(names) + 1.6))
+    ax = fig.subplots()
+    for i, name in enumerate(names):
+        ratios = speedups[name]
+        per_prompt = [v for p, v in ratios.items() if p != "total"]
+        colour = "tab:blue" if name.startswith("ours") else "tab:orange"
+        ax.barh(i, ratios["total"], color=colour, alpha=0.35, height=0.6)
+        # Spread the dots a little in height so that equal values stay visible.
+        offsets = [0.22 * (2 * k / max(len(per_prompt) - 1, 1) - 1) for k in range(len(per_prompt))]
+        ax.plot(per_prompt, [i + o for o in offsets], "o", color=colour, markersize=4)
+        ax.text(0.03, i, f"{ratios['total']:.2f}×", va="center", fontsize=9)
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.set_yticks(range(len(names)), names)
+    ax.invert_yaxis()
+    ax.set_xlim(left=0, right=max(1.1, *(max(v for v in speedups[n].values()
+                                            if not math.isnan(v)) for n in names)) * 1.12)
+    ax.set_xlabel(f"speedup over {base} (×): bar = all prompts' time, dot = one prompt")
+    settings = record.get("settings", {})
+    ax.set_title(f"{record.get('device', '')}: {len(per_prompt)} prompts, "
+                 f"{settings.get('max_new_tokens', '?')} new tokens, "
+                 f"T = {settings.get('temperature', '?')}", fontsize=10)
+    fig.tight_layout()
+    return fig
