@@ -258,17 +258,19 @@ def test_repeats_are_interleaved_across_methods(monkeypatch):
 
 
 RECORD = {"device": "CPU test", "settings": {"max_new_tokens": 8, "temperature": 0.0}, "rows": [
-    {"method": "ours autoregressive", "prompt_id": "a", "seconds": 2.0},
-    {"method": "ours autoregressive", "prompt_id": "b", "seconds": 4.0},
-    {"method": "ours tree", "prompt_id": "a", "seconds": 1.0},
-    {"method": "ours tree", "prompt_id": "b", "seconds": 4.0},
-    {"method": "HF generate", "prompt_id": "a", "seconds": 2.5}]}
+    {"method": "ours autoregressive", "prompt_id": "a", "new_tokens": 8, "seconds": 2.0},
+    {"method": "ours autoregressive", "prompt_id": "b", "new_tokens": 8, "seconds": 4.0},
+    {"method": "ours tree", "prompt_id": "a", "new_tokens": 8, "seconds": 1.0},
+    {"method": "ours tree", "prompt_id": "b", "new_tokens": 8, "seconds": 4.0},
+    {"method": "HF generate", "prompt_id": "a", "new_tokens": 8, "seconds": 2.5},
+    {"method": "ours sampled", "prompt_id": "a", "new_tokens": 4, "seconds": 0.5}]}
 
 
 def test_per_prompt_speedups_and_their_plot():
     speedups = per_prompt_speedups(RECORD)
-    assert speedups["ours tree"] == {"a": 2.0, "b": 1.0, "total": 1.2}
-    assert speedups["HF generate"] == {"a": 0.8, "total": 0.8}  # the prompts it ran
+    assert speedups["ours tree"] == pytest.approx({"a": 2.0, "b": 1.0, "total": 1.2})
+    assert speedups["HF generate"] == pytest.approx({"a": 0.8, "total": 0.8})  # the one it ran
+    assert speedups["ours sampled"] == pytest.approx({"a": 2.0, "total": 2.0})  # 8 tok/s vs 4
     fig = plot_per_prompt_speedups(RECORD, methods=["ours tree"])
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.get_yticklabels()] == ["ours tree"]
@@ -277,6 +279,6 @@ def test_per_prompt_speedups_and_their_plot():
     with pytest.raises(ValueError, match="no rows for"):
         plot_per_prompt_speedups(RECORD, methods=["ours chain"])
     with pytest.raises(ValueError, match="'ours autoregressive'"):
-        per_prompt_speedups({"rows": RECORD["rows"][2:]})
+        per_prompt_speedups({"rows": RECORD["rows"][2:]})  # no autoregressive rows
     with pytest.raises(ValueError, match="rows"):
         per_prompt_speedups({"summary": {}})

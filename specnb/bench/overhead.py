@@ -177,7 +177,8 @@ def format_report(record: dict) -> str:
     lines = [f"{record['cpu']['name']} [{record['cpu']['isa']}], {record['threads']} threads; "
              f"ms per iteration (the median of {record['repeats']} runs)"]
     for run in record["runs"]:
-        name = run.get("method") or ("autoregressive" if run["gamma"] == 0 else f"γ={run['gamma']}")
+        name = run.get("method") or (  # records before --default had no "method"
+            "autoregressive" if run["gamma"] == 0 else f"γ={run['gamma']}")
         parts = ", ".join(f"{k} {v:.2f}" for k, v in run["sections_ms"].items() if abs(v) >= 0.05)
         lines.append(f"  {name}: target {run['target_forward_ms']:.1f}, draft "
                      f"{run['draft_ms']:.1f}, overhead {run['overhead_ms']:.2f} ({parts}); "

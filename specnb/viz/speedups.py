@@ -47,27 +47,30 @@ def speculative_by_gamma(record: dict, group: str = "all") -> list:
 
 
 def per_prompt_speedups(record: dict, base: str = BASE) -> dict:
-    """{method: {prompt id: speedup over `base` on that prompt}} for every method but `base`,
-    from the record's rows (per prompt: base seconds / method seconds; both wrote the same
-    number of tokens where outputs are identical), and {method: speedup over the prompts'
-    total time} under the key "total" of each method's dict.
-    Example: base 2 s and 4 s, method 1 s and 4 s -> {p1: 2.0, p2: 1.0, "total": 1.2}."""
+    """{method: {prompt id: speedup over `base` on that prompt, "total": over all its prompts}}
+    for every method but `base`, in tokens per second from the record's rows (greedy, where
+    every output equals `base`'s, that is base seconds / method seconds; sampled answers differ
+    in length). The total divides all tokens by all seconds, as `bench`'s summary does.
+    Example: base 2 s and 4 s, method 1 s and 4 s, 8 tokens each -> {p1: 2.0, p2: 1.0,
+    "total": 1.2}."""
     rows = record.get("rows") if isinstance(record, dict) else None
     if not rows:
         raise ValueError("record has no 'rows'; pass what python -m specnb.bench wrote")
-    seconds = {}
+    runs = {}  # method -> prompt -> (tokens, seconds)
     for row in rows:
-        seconds.setdefault(row["method"], {})[row["prompt_id"]] = row["seconds"]
-    if base not in seconds:
-        raise ValueError(f"record has no {base!r} rows to compare with (methods: "
-                         f"{sorted(seconds)})")
+        runs.setdefault(row["method"], {})[row["prompt_id"]] = (row["new_tokens"], row["seconds"])
+    if base not in runs:
+        raise ValueError(f"record has no {base!r} rows to compare with (methods: {sorted(runs)})")
+
+    def rate(pairs):
+        return sum(tokens for tokens, _ in pairs) / sum(seconds for _, seconds in pairs)
     result = {}
-    for method, times in seconds.items():
+    for method, times in runs.items():
         if method == base:
             continue
-        prompts = [p for p in times if p in seconds[base]]
-        ratios = {p: seconds[base][p] / times[p] for p in prompts}
-        ratios["total"] = sum(seconds[base][p] for p in prompts) / sum(times[p] for p in prompts)
+        prompts = [p for p in times if p in runs[base]]
+        ratios = {p: rate([times[p]]) / rate([runs[base][p]]) for p in prompts}
+        ratios["total"] = rate([times[p] for p in prompts]) / rate([runs[base][p] for p in prompts])
         result[method] = ratios
     return result
 
@@ -89,7 +92,8 @@ def plot_per_prompt_speedups(record: dict, methods=None, base: str = BASE) -> Fi
         colour = "tab:blue" if name.startswith("ours") else "tab:orange"
         ax.barh(i, ratios["total"], color=colour, alpha=0.35, height=0.6)
         # Spread the dots a little in height so that equal values stay visible.
-        offsets = [0.22 * (2 * k / max(len(per_prompt) - 1, 1) - 1) for k in range(len(per_prompt))]
+        spread = max(len(per_prompt) - 1, 1)
+        offsets = [0.22 * (2 * k / spread - 1) for k in range(len(per_prompt))]
         ax.plot(per_prompt, [i + o for o in offsets], "o", color=colour, markersize=4)
         ax.text(0.03, i, f"{ratios['total']:.2f}×", va="center", fontsize=9)
     ax.axvline(1.0, color="black", linewidth=0.8)
@@ -97,7 +101,8 @@ def plot_per_prompt_speedups(record: dict, methods=None, base: str = BASE) -> Fi
     ax.invert_yaxis()
     ax.set_xlim(left=0, right=max(1.1, *(max(v for v in speedups[n].values()
                                             if not math.isnan(v)) for n in names)) * 1.12)
-    ax.set_xlabel(f"speedup over {base} (×): bar = all prompts' time, dot = one prompt")
+    ax.set_xlabel(f"speedup over {base} (×, tokens per second): bar = all prompts, "
+                  f"dot = one prompt")
     settings = record.get("settings", {})
     ax.set_title(f"{record.get('device', '')}: {len(per_prompt)} prompts, "
                  f"{settings.get('max_new_tokens', '?')} new tokens, "
