@@ -5,8 +5,6 @@ speedup beside the total, and the speculative rows against γ (`plot_speedup_vs_
 Pure functions of the JSON record; they return matplotlib figures and never show them.
 """
 
-import math
-
 from matplotlib.figure import Figure
 
 BASE = "ours autoregressive"
@@ -50,7 +48,7 @@ def per_prompt_speedups(record: dict, base: str = BASE) -> dict:
     """{method: {prompt id: speedup over `base` on that prompt, "total": over all its prompts}}
     for every method but `base`, in tokens per second from the record's rows (greedy, where
     every output equals `base`'s, that is base seconds / method seconds; sampled answers differ
-    in length). The total divides all tokens by all seconds, as `bench`'s summary does.
+    in length). The total divides all tokens by all seconds of the prompts both ran.
     Example: base 2 s and 4 s, method 1 s and 4 s, 8 tokens each -> {p1: 2.0, p2: 1.0,
     "total": 1.2}."""
     rows = record.get("rows") if isinstance(record, dict) else None
@@ -99,12 +97,12 @@ def plot_per_prompt_speedups(record: dict, methods=None, base: str = BASE) -> Fi
     ax.axvline(1.0, color="black", linewidth=0.8)
     ax.set_yticks(range(len(names)), names)
     ax.invert_yaxis()
-    ax.set_xlim(left=0, right=max(1.1, *(max(v for v in speedups[n].values()
-                                            if not math.isnan(v)) for n in names)) * 1.12)
+    ax.set_xlim(left=0, right=max(1.1, *(max(speedups[n].values()) for n in names)) * 1.12)
     ax.set_xlabel(f"speedup over {base} (×, tokens per second): bar = all prompts, "
                   f"dot = one prompt")
     settings = record.get("settings", {})
-    ax.set_title(f"{record.get('device', '')}: {len(per_prompt)} prompts, "
+    prompts = {row["prompt_id"] for row in record["rows"] if row["method"] == base}
+    ax.set_title(f"{record.get('device', '')}: {len(prompts)} prompts, "
                  f"{settings.get('max_new_tokens', '?')} new tokens, "
                  f"T = {settings.get('temperature', '?')}", fontsize=10)
     fig.tight_layout()
