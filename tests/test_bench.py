@@ -89,6 +89,32 @@ def test_bad_temperature_is_refused():
         bench.parse_args(["--temperature", "-1"])
 
 
+def summary_row(method, tokens, seconds, prompt="p"):
+    return {"method": method, "prompt_id": prompt, "group": "open-ended", "new_tokens": tokens,
+            "seconds": seconds, "target_forwards": tokens, "drafted": 0, "accepted": 0,
+            "alpha_hat": math.nan, "c_hat": math.nan, "gamma": None, "identical": None}
+
+
+def test_summary_speedups_are_throughputs_when_lengths_differ():
+    """Sampled answers differ in length: 6 tokens in 1 s beat 8 in 2 s by 1.5x, not by 2x."""
+    rows = [summary_row("ours autoregressive", 8, 2.0), summary_row("HF generate", 8, 1.6),
+            summary_row("ours speculative γ=2", 6, 1.0), summary_row("HF assisted γ=2", 9, 1.5),
+            summary_row("ours autoregressive", 4, 1.0, "q"), summary_row("HF generate", 4, 1.0, "q"),
+            summary_row("ours speculative γ=2", 4, 0.5, "q"),
+            summary_row("HF assisted γ=2", 4, 1.0, "q")]
+    summary = {s["method"]: s for s in bench.summary_rows({"rows": rows})}
+    mine = summary["ours speculative γ=2"]
+    assert mine["tokens_per_s"] == pytest.approx(10 / 1.5)
+    assert mine["speedup_vs_ours_ar"] == pytest.approx((10 / 1.5) / (12 / 3.0))
+    assert mine["speedup_vs_hf_greedy"] == pytest.approx((10 / 1.5) / (12 / 2.6))
+    assert mine["speedup_vs_peer"] == pytest.approx((10 / 1.5) / (13 / 2.5))
+    assert mine["speedup_vs_best_hf"] == pytest.approx((10 / 1.5) / (13 / 2.5))  # the faster HF
+    assert summary["ours autoregressive"]["speedup_vs_ours_ar"] == pytest.approx(1.0)
+    # The per-prompt view agrees with the summary's total.
+    assert per_prompt_speedups({"rows": rows})["ours speculative γ=2"]["total"] == \
+        pytest.approx(mine["speedup_vs_ours_ar"])
+
+
 @bench_run
 def test_summary_ratios_are_consistent(record):
     summary = {s["method"]: s for s in record["summary"]["all"]}

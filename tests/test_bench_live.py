@@ -57,6 +57,11 @@ def test_race_sampled_is_reproducible(target, drafts, prompts):
     second = race(target, drafts["perturbed"], prompts[0], gamma=2, temperature=0.8,
                   max_new_tokens=8, seed=3)
     assert first["identical"] is None and "(sampled" in format_race(first)
+    rate = first["tokens_per_s"]  # answers may differ in length: speedups are throughputs
+    assert first["speedup"] == pytest.approx(rate["ours speculative γ=2"]
+                                             / rate["ours autoregressive"])
+    assert first["speedup_vs_hf_assisted"] == pytest.approx(rate["ours speculative γ=2"]
+                                                            / rate["HF assisted γ=2"])
     assert first["alpha_hat"] == second["alpha_hat"]
     assert first["target_forwards"] == second["target_forwards"]
 

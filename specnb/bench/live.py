@@ -66,10 +66,11 @@ def race(target, draft, ids, gamma: int = 4, temperature: float = 0.0, max_new_t
          seed: int = 0, repeats: int = 1) -> dict:
     """Time ours autoregressive, ours speculative and HF assisted (constant γ) on one prompt.
 
-    Uses the harness's `specnb.bench.compare.methods` and `timed`; each method gets a generator seeded
-    with `seed`. Returns {"gamma", "temperature", "seconds", "tokens_per_s", "new_tokens",
-    "target_forwards" (dicts by method), "speedup", "speedup_vs_hf_assisted", "alpha_hat",
-    "draft_yield", "c_hat", "predicted", "identical" (greedy: all three equal; sampled: None)}.
+    Uses the harness's `specnb.bench.compare.methods` and `timed`; each method gets a generator
+    seeded with `seed`. Returns {"gamma", "temperature", "seconds", "tokens_per_s",
+    "new_tokens", "target_forwards" (dicts by method), "speedup", "speedup_vs_hf_assisted"
+    (ratios of tokens per second), "alpha_hat", "draft_yield", "c_hat", "predicted",
+    "identical" (greedy: all three equal; sampled: None)}.
     """
     if int(gamma) != gamma or gamma < 1:
         raise ValueError(f"gamma must be an integer >= 1, got {gamma}")
@@ -92,14 +93,16 @@ def race(target, draft, ids, gamma: int = 4, temperature: float = 0.0, max_new_t
     c_hat = estimate_cost_ratio(results["spec"], results["ar"])
     predicted = predicted_speedup(alpha_hat, int(gamma), c_hat) \
         if not (math.isnan(alpha_hat) or math.isnan(c_hat)) else math.nan
+    rate = {names[k]: len(tokens[k]) / seconds[names[k]] for k in names}
     return {"gamma": int(gamma), "temperature": temperature, "seconds": seconds,
-            "tokens_per_s": {names[k]: len(tokens[k]) / seconds[names[k]] for k in names},
+            "tokens_per_s": rate,
             "new_tokens": {names[k]: len(tokens[k]) for k in names},
             "target_forwards": {names["ar"]: results["ar"].stats.target_forwards,
                                 names["spec"]: results["spec"].stats.target_forwards,
                                 names["hf"]: results["hf"].target_forwards},
-            "speedup": seconds[names["ar"]] / seconds[names["spec"]],
-            "speedup_vs_hf_assisted": seconds[names["hf"]] / seconds[names["spec"]],
+            # throughputs: sampled answers differ in length (greedy ones: ratios of times)
+            "speedup": rate[names["spec"]] / rate[names["ar"]],
+            "speedup_vs_hf_assisted": rate[names["spec"]] / rate[names["hf"]],
             "alpha_hat": alpha_hat, "draft_yield": results["spec"].stats.draft_yield,
             "c_hat": c_hat, "predicted": predicted,
             "identical": tokens["ar"] == tokens["spec"] == tokens["hf"] if temperature == 0

@@ -26,7 +26,7 @@ def plot_speedups(record: dict) -> Figure:
         ax.axvline(1.0, color="black", linewidth=0.8)
         ax.set_yticks(range(len(names)), names)
         ax.invert_yaxis()
-        ax.set_xlabel("speedup over our autoregressive (×, wall time)")
+        ax.set_xlabel("speedup over our autoregressive (×, tokens per second)")
         ax.set_title(f"{group} prompts")
     fig.suptitle(f"{record['device']}: {record['settings']['max_new_tokens']} new tokens, "
                  f"T = {record['settings']['temperature']} (blue: specnb, orange: transformers)")
