@@ -99,7 +99,8 @@ def test_summary_speedups_are_throughputs_when_lengths_differ():
     """Sampled answers differ in length: 6 tokens in 1 s beat 8 in 2 s by 1.5x, not by 2x."""
     rows = [summary_row("ours autoregressive", 8, 2.0), summary_row("HF generate", 8, 1.6),
             summary_row("ours speculative γ=2", 6, 1.0), summary_row("HF assisted γ=2", 9, 1.5),
-            summary_row("ours autoregressive", 4, 1.0, "q"), summary_row("HF generate", 4, 1.0, "q"),
+            summary_row("ours autoregressive", 4, 1.0, "q"),
+            summary_row("HF generate", 4, 1.0, "q"),
             summary_row("ours speculative γ=2", 4, 0.5, "q"),
             summary_row("HF assisted γ=2", 4, 1.0, "q")]
     summary = {s["method"]: s for s in bench.summary_rows({"rows": rows})}
