@@ -5,6 +5,7 @@ import math
 import pytest
 
 from specnb import theory
+from specnb.bench import live
 from specnb.core.latency import measure_forward_latency
 from specnb.bench.live import clock_against_theory, interleaved_clock, overlap_by_temperature, \
     race, speculative_summary
@@ -95,10 +96,23 @@ def test_clock_against_theory_on_tiny_models(target, drafts, prompts):
     assert "curve" in format_clock(clock).splitlines()[0]
 
 
-def test_the_clock_charges_the_checking_cost_its_own_rounds_paid(target, drafts, prompts):
+def test_the_clock_charges_the_checking_cost_its_own_rounds_paid(target, drafts, prompts,
+                                                                monkeypatch):
+    timed_rounds = []  # what the clock's own interleaved rounds returned
+
+    def spy(*args, **kwargs):
+        timed_rounds.append(interleaved_clock(*args, **kwargs))
+        return timed_rounds[-1]
+    monkeypatch.setattr(live, "interleaved_clock", spy)
     clock = clock_against_theory(target, {"same γ=3": (drafts["same"], 3)}, prompts[1],
                                  repeats=3, warmup=0, max_new_tokens=8)
     (row,) = clock["rows"]
+    (timing,) = timed_rounds
+    paid = theory.in_loop_checking_cost(timing["rounds"]["same γ=3"],
+                                        timing["rounds"]["autoregressive"])
+    assert paid["n"] == 3
+    assert (row["checking_cost"], row["checking_cost_min"], row["checking_cost_max"]) == (
+        paid["median"], paid["low"], paid["high"])
     assert math.isnan(row["checking_cost_curve"]) and "curve" not in format_clock(clock)
     rounds = interleaved_clock(target, {"same γ=3": (drafts["same"], 3)},
                                               prompts[1], repeats=2, warmup=0, max_new_tokens=8)

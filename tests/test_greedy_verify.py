@@ -125,7 +125,19 @@ def test_the_loop_gives_the_same_output_and_trace_either_way(monkeypatch, tree):
         return loop.speculative(target, drafter, prompts, gamma=4 if tree else 2,
                                 max_new_tokens=12)
 
+    calls = {"verify_greedy": 0, "verify_drafts": 0}  # which path each run took
+
+    def counted(name):
+        original = getattr(loop, name)
+
+        def wrapper(*args, **kwargs):
+            calls[name] += 1
+            return original(*args, **kwargs)
+        return wrapper
+    for name in calls:
+        monkeypatch.setattr(loop, name, counted(name))
     fast = generate()
+    assert calls["verify_greedy"] > 0 and calls["verify_drafts"] == 0
     init = run_module.Run.__init__
 
     def on_laws(self, *args, **kwargs):
@@ -135,9 +147,12 @@ def test_the_loop_gives_the_same_output_and_trace_either_way(monkeypatch, tree):
     monkeypatch.setattr(run_module.Run, "__init__", on_laws)
     monkeypatch.setattr(loop, "tree_verify", lambda *a, **k: tree_verify(
         *a, **{**k, "greedy": True}))
+    greedy_calls = calls["verify_greedy"]
     slow = generate()
+    assert calls["verify_greedy"] == greedy_calls and calls["verify_drafts"] == greedy_calls
     assert fast.tokens == slow.tokens
     assert fast.stats.accepted > 4  # drafts were checked, and some passed
+    assert len(fast.trace) == len(slow.trace)
     for a, b in zip(fast.trace, slow.trace):
         assert (a.drafted, a.emitted) == (b.drafted, b.emitted)
 

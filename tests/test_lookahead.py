@@ -84,8 +84,8 @@ def test_repetitive_text_is_found_in_the_pool(target):
         result = specnb.lookahead(target, prompt, window=4, ngram=3, candidates=4,
                                   max_new_tokens=MAX_NEW)
         assert result.tokens == [want]
-    assert result.stats.accepted > 0
-    assert result.stats.target_forwards < result.stats.new_tokens
+        assert result.stats.accepted > 0
+        assert result.stats.target_forwards < result.stats.new_tokens
 
 
 def lookahead_codes(target, temperature, seed=5):

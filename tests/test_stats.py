@@ -1,6 +1,11 @@
 """specnb.stats: χ² with one pooling rule, equal-mass bins and binomial tolerances, by hand."""
 
+import json
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -52,8 +57,29 @@ def test_chi2_pvalue_counts_ids_and_bins():
     bins = torch.tensor([0, 1, 1, 0])  # cells [0 + 3, 1 + 2]: 80 and 20 vs expected 80 and 20
     assert chi2_pvalue(ids, probs, bins) == pytest.approx(1.0)
     skewed = torch.tensor([0] * 60 + [1] * 40)
+    # χ² = (10² + 10²) / 50 = 4 with 1 dof: P(|Z| > 2) = erfc(2 / √2) ≈ 0.0455
     assert chi2_pvalue(skewed, torch.tensor([0.5, 0.5])) == pytest.approx(
-        chi2_goodness_of_fit([60, 40], [0.5, 0.5])[1])
+        math.erfc(2 / math.sqrt(2)))
+    # the bins pool ids: [0, 1, 2, 3] -> cells [0 + 3, 1 + 2] = 70 and 30 vs 80 and 20
+    shifted = torch.tensor([0] * 20 + [1] * 20 + [2] * 10 + [3] * 50)
+    statistic = 10 ** 2 / 80 + 10 ** 2 / 20
+    assert chi2_pvalue(shifted, probs, bins) == pytest.approx(
+        math.erfc(math.sqrt(statistic) / math.sqrt(2)))
+
+
+def test_a_portability_run_logs_every_pvalue(tmp_path):
+    """`make test-portability` sets SPECNB_PVALUE_LOG; each χ² a test computes is logged there
+    (tests/conftest.py), which scripts/pvalue_margins.py reads."""
+    log = tmp_path / "pvalues.jsonl"
+    env = {**os.environ, "SPECNB_PVALUE_LOG": str(log), "OMP_NUM_THREADS": "1"}
+    test = "tests/test_stats.py::test_chi2_hand_computed"
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p",
+                    "no:xdist", "-p", "no:nbval", "-o", "addopts=", test],
+                   cwd=Path(__file__).resolve().parents[1], env=env, check=True,
+                   capture_output=True)
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [node for node, _ in lines] == [test] * 3  # its three χ² calls
+    assert lines[1][1] == pytest.approx(math.erfc(8 / math.sqrt(2)))
 
 
 def test_chi2_accepts_exact_samples_and_rejects_a_wrong_law():

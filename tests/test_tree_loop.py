@@ -61,6 +61,8 @@ def test_a_tree_beats_its_first_branch_alone(target, drafts, prompts):
 def test_the_trace_names_each_nodes_parent_and_fate(target, drafts, prompts):
     result = specnb.speculative(target, TopKTree(drafts["perturbed"], 2, 2), prompts[0],
                                 gamma=2, max_new_tokens=12)
+    statuses = {d.status for it in result.trace for d in it.drafted}
+    assert {"accepted", "rejected"} <= statuses  # both fates below are exercised
     for it in result.trace:
         if not it.drafted:
             continue
