@@ -6,7 +6,7 @@ numbers and plots behind the speculative-decoding widgets. Functions return a st
 data or a matplotlib figure and print nothing. Nothing here runs a model or changes how decoding
 is done: the widgets' numbers come from `specnb.bench.live.speculative_summary`.
 
-Example: trace_text(result, tokenizer) ->
+Example: trace_text(result, tokenizer) -> a header, then a line per iteration (from 0), e.g.
     iter   1 | ✓'.' ✗' Get' ·' more' -> '.' ~' Establish'
 """
 
@@ -27,7 +27,7 @@ COLOURS = {"accepted": "#b7e4b0", "rejected": "#f4b6b6", "unverified": "#dddddd"
 
 
 def token_repr(tokenizer, token: int) -> str:
-    """One token quoted as Python would: 198 -> '\\n', 264 -> ' a'."""
+    """One token quoted as Python would (the embedded tokenizer): 198 -> '\\n', 253 -> ' a'."""
     return repr(tokenizer.decode([int(token)]))
 
 
