@@ -115,6 +115,9 @@ def test_summary_speedups_are_throughputs_when_lengths_differ():
     assert mine["speedup_vs_peer"] == pytest.approx((10 / 1.5) / (13 / 2.5))
     assert mine["speedup_vs_best_hf"] == pytest.approx((10 / 1.5) / (13 / 2.5))  # the faster HF
     assert summary["ours autoregressive"]["speedup_vs_ours_ar"] == pytest.approx(1.0)
+    # the prompts' own speedups: 6 tokens/s against 4 on p, 8 against 4 on q
+    assert (mine["speedup_vs_ours_ar_low"], mine["speedup_vs_ours_ar_high"]) == (1.5, 2.0)
+    assert "1.50–2.00" in bench.format_summary(list(summary.values()))
     # The per-prompt view agrees with the summary's total.
     assert per_prompt_speedups({"rows": rows})["ours speculative γ=2"]["total"] == \
         pytest.approx(mine["speedup_vs_ours_ar"])

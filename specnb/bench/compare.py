@@ -385,7 +385,8 @@ def summary_rows(record: dict, group: str | None = None) -> list:
 
     A speedup is a ratio of throughputs, all tokens over all seconds: sampled answers (and an
     answer that ends early) differ in length, and a method that writes fewer tokens is not
-    faster for it. Greedy outputs are equal, and it is the ratio of times.
+    faster for it. Greedy outputs are equal, and it is the ratio of times. Beside the total,
+    `speedup_vs_ours_ar_low` / `_high`: the lowest and highest of the prompts' own speedups.
     Example: baseline 8 tokens in 2 s, method 6 tokens in 1 s -> 1.5 (times alone say 2.0)."""
     rows = [r for r in record["rows"] if group in (None, r["group"])]
     if not rows:
@@ -393,6 +394,8 @@ def summary_rows(record: dict, group: str | None = None) -> list:
     names = list(dict.fromkeys(r["method"] for r in rows))
     rate = {n: sum(r["new_tokens"] for r in rows if r["method"] == n)
             / sum(r["seconds"] for r in rows if r["method"] == n) for n in names}
+    base = {r["prompt_id"]: r["new_tokens"] / r["seconds"] for r in rows
+            if r["method"] == "ours autoregressive"}
     summary = []
     for name in names:
         mine = [r for r in rows if r["method"] == name]
@@ -413,6 +416,10 @@ def summary_rows(record: dict, group: str | None = None) -> list:
                 "c_hat": statistics.mean(costs) if costs else float("nan"),
                 "identical": all(r["identical"] for r in mine) if mine[0]["identical"] is not None
                 else None}
+        per_prompt = [r["new_tokens"] / r["seconds"] / base[r["prompt_id"]] for r in mine
+                      if r["prompt_id"] in base]
+        line["speedup_vs_ours_ar_low"] = min(per_prompt, default=float("nan"))
+        line["speedup_vs_ours_ar_high"] = max(per_prompt, default=float("nan"))
         hf = [t for n, t in rate.items() if n.startswith("HF ")]
         line["speedup_vs_best_hf"] = rate[name] / max(hf) if hf else float("nan")
         line["predicted"] = predicted_speedup(line["alpha_hat"], mine[0]["gamma"], line["c_hat"]) \
@@ -433,17 +440,21 @@ def summaries(record: dict) -> dict:
 
 
 def format_summary(summary: list) -> str:
-    """The table the command prints; ×peer is the speedup over the method's HF peer (`PEERS`)."""
-    header = (f"{'method':<26}{'tok/s':>7}{'×ours AR':>9}{'×HF gen':>8}{'×peer':>7}"
-              f"{'×best HF':>9}{'tok/fwd':>8}"
-              f"{'yield':>7}{'α̂':>6}{'ĉ':>7}{'pred':>6}{'meas/pred':>10}  same as AR")
+    """The table the command prints; ×peer is the speedup over the method's HF peer (`PEERS`),
+    "per prompt" the range of the prompts' own speedups over ours autoregressive."""
+    width = max([26] + [len(s["method"]) + 1 for s in summary])  # tree names run long
+    header = (f"{'method':<{width}}{'tok/s':>7}{'×ours AR':>9}{'per prompt':>12}{'×HF gen':>8}"
+              f"{'×peer':>7}{'×best HF':>9}{'tok/fwd':>8}{'yield':>7}{'α̂':>6}{'ĉ':>7}{'pred':>6}{'meas/pred':>10}  same as AR")
     lines = [header, "-" * len(header)]
     for s in summary:
         def num(value, width, digits):
             return f"{'-':>{width}}" if value != value else f"{value:>{width}.{digits}f}"
         same = {True: "yes", False: "NO", None: "(sampled)"}[s["identical"]]
-        lines.append(f"{s['method']:<26}{num(s['tokens_per_s'], 7, 1)}"
-                     f"{num(s['speedup_vs_ours_ar'], 9, 2)}{num(s['speedup_vs_hf_greedy'], 8, 2)}"
+        low, high = (s.get(f"speedup_vs_ours_ar_{end}", float("nan")) for end in ("low", "high"))
+        spread = f"{low:.2f}–{high:.2f}" if low == low and high == high else "-"
+        lines.append(f"{s['method']:<{width}}{num(s['tokens_per_s'], 7, 1)}"
+                     f"{num(s['speedup_vs_ours_ar'], 9, 2)}{spread:>12}"
+                     f"{num(s['speedup_vs_hf_greedy'], 8, 2)}"
                      f"{num(s.get('speedup_vs_peer', float('nan')), 7, 2)}"
                      f"{num(s.get('speedup_vs_best_hf', float('nan')), 9, 2)}"
                      f"{num(s['tokens_per_forward'], 8, 2)}{num(s.get('draft_yield', s.get('acceptance')), 7, 2)}"
