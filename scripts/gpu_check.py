@@ -13,13 +13,18 @@ Steps, each in its own process with its own time budget, inside one overall dead
     bench_batch   python -m specnb.bench.batch, B ∈ {1, ..., 64}         } weights
 
 A step that fails or runs out of time is recorded as failed and the run goes on; the exit code
-is 1 if any required step failed. The summary (`gpu-check-<tag>.json`, with each step's
-result) is rewritten after every step and, with the results and logs, copied into $OUT when
-that is set. `--device cpu --budget small` runs the same steps in a couple of minutes on a CPU
-(tiny settings, results in build/gpu-check/), so the script cannot rot between GPU runs.
+is 1 if any required step failed. A step at its budget gets SIGINT, then SIGKILL `GRACE_S`
+later: bench and bench_batch write the prompts and batch sizes that finished, which are kept.
+The summary (`gpu-check-<tag>.json`, with each step's result) is rewritten after every step and,
+with the results and logs, copied into $OUT when that is set. `--device cpu --budget small` runs
+the same steps in a couple of minutes on a CPU (tiny settings, results in build/gpu-check/), so
+the script cannot rot between GPU runs.
 
 It runs with any python3 that has torch and transformers (no .venv needed), and it decides
-nothing about methods: bench and bench_batch run their own default sets.
+nothing about methods: bench and bench_batch run their own default sets. In bfloat16 a k-token
+check rounds differently from one-token forwards, so a greedy output may part from ours
+autoregressive after a near-tie: their "equal to ours AR" counts are measurements there, not
+verdicts (the float32 tests are the verdicts).
 """
 
 import argparse
@@ -41,14 +46,14 @@ import gpu_transfer
 ROOT = gpu_transfer.ROOT
 DEADLINE_S = {"full": 480, "small": 600}
 BUDGET_S = {  # step -> (full, small) seconds
-    "env": (40, 60), "weights": (60, 120), "sync": (30, 60), "verify_share": (45, 90),
-    "latency": (40, 90), "tests": (120, 240), "bench": (170, 180), "bench_batch": (90, 150),
+    "env": (90, 90), "weights": (120, 120), "sync": (30, 60), "verify_share": (45, 90),
+    "latency": (40, 90), "tests": (100, 240), "bench": (150, 180), "bench_batch": (90, 150),
 }
-TEST_FILES = {  # existing files are run; -k narrows the small run to two quick tests
+GRACE_S = 20  # after a step's SIGINT at its budget, before SIGKILL
+TEST_FILES = {  # -k narrows the small run to two quick tests
     "full": (["tests/test_methods_greedy.py", "tests/test_batched.py",
-              "tests/test_speculative_exact.py", "tests/test_batched_exact.py"], None),
-    "small": (["tests/test_methods_greedy.py", "tests/test_speculative_exact.py",
-               "tests/test_batched_exact.py"],
+              "tests/test_speculative_exact.py"], None),
+    "small": (["tests/test_methods_greedy.py", "tests/test_speculative_exact.py"],
               "autoregressive_equals_hf_greedy or (the_target_joint and speculative and 1.0)"),
 }
 
@@ -161,15 +166,23 @@ class Run:
             out.flush()
             process = subprocess.Popen(argv, cwd=ROOT, env=env or self.env, stdout=out,
                                        stderr=subprocess.STDOUT, start_new_session=True)
+            timed_out = False
             try:
                 code = process.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
-                code = None
+                # SIGINT first: bench and bench_batch then write what finished (exit 130)
+                timed_out = True
+                os.killpg(process.pid, signal.SIGINT)
+                try:
+                    code = process.wait(timeout=GRACE_S)
+                except subprocess.TimeoutExpired:
+                    os.killpg(process.pid, signal.SIGKILL)
+                    process.wait()
+                    code = None
         tail = log.read_text(errors="replace").strip().splitlines()[-1:] or [""]
         status = "ok" if code == 0 else "failed"
-        note = f"timed out after {timeout:.0f} s" if code is None else \
+        note = f"timed out after {timeout:.0f} s" + (
+            "" if code is None else f", stopped with SIGINT (exit {code})") if timed_out else \
             ("" if code == 0 else f"exit {code}: {tail[0][:160]}")
         self.record(name, status, time.monotonic() - start, note, required, shlex.join(argv))
         return status, log.read_text(errors="replace")
@@ -247,7 +260,8 @@ def run_bench(run: Run, name: str, module: str, argv: list) -> None:
     if dropped:
         run.steps[-1]["note"] += f" (flags it does not know, dropped: {' '.join(dropped)})"
     out = Path(argv[argv.index("--out") + 1]) if "--out" in argv else None
-    if status == "ok" and out is not None and out.is_file():
+    # At its budget a bench is interrupted and writes what finished: keep that too.
+    if out is not None and out.is_file() and out.stat().st_mtime >= run.started - 1:
         record = json.loads(out.read_text())
         run.outputs[name] = {"file": out.name, "settings": record.get("settings"),
                              "summary": record.get("summary"), "wall_s": record.get("wall_s")}
@@ -261,6 +275,8 @@ def run_bench(run: Run, name: str, module: str, argv: list) -> None:
             note = (f"B ∈ {sorted({r['batch'] for r in rows})}, "
                     f"{len({r['method'] for r in rows})} methods; rows equal to ours AR: "
                     f"{sum(r['identical_rows'] for r in rows)}/{sum(r['batch'] for r in rows)}")
+        if "interrupted" in record:
+            note += f" (partial: {record['interrupted']})"
         run.steps[-1]["note"] = f"{note}; {out.name}" + run.steps[-1]["note"]
     run.write_summary()
 
@@ -288,8 +304,8 @@ def main(argv=None) -> int:
     print(f"gpu_check: device {run.device}, budget {run.budget}, deadline "
           f"{DEADLINE_S[run.budget]} s, results in {run.results}", flush=True)
 
-    env = run.measure("env")
-    if env is None or (run.device.startswith("cuda") and not env.get("cuda_available")):
+    env = run.measure("env")  # None when it failed or ran out of time: the steps still try
+    if env is not None and run.device.startswith("cuda") and not env.get("cuda_available"):
         for name in ("weights", "sync", "verify_share", "latency", "tests", "bench",
                      "bench_batch"):
             run.record(name, "skipped", note=f"no usable {run.device} device (see env)")

@@ -11,7 +11,9 @@ def random_head(target, *, seed: int = 0, draft_vocab: int | None = None, std: f
     c = target.config
     vocab = c.vocab_size
     draft_vocab = draft_vocab or vocab - vocab // 4
-    generator = torch.Generator().manual_seed(seed)
+    # A CPU generator named as such: under SPECNB_TEST_DEVICE (scripts/gpu_check.py) a bare
+    # torch.Generator() is made on the test device, and randperm and the init run on the CPU.
+    generator = torch.Generator(device="cpu").manual_seed(seed)
     draft_to_target = torch.randperm(vocab, generator=generator)[:draft_vocab].sort().values
     config = HeadConfig(hidden_size=c.hidden_size, intermediate_size=c.intermediate_size,
                         num_attention_heads=c.num_attention_heads,
@@ -25,4 +27,4 @@ def random_head(target, *, seed: int = 0, draft_vocab: int | None = None, std: f
         for name, param in head.named_parameters():
             if "norm" not in name:
                 param.normal_(0.0, std, generator=generator)
-    return FeatureDrafter(head.eval())
+    return FeatureDrafter(head.to(target.get_input_embeddings().weight.device).eval())

@@ -293,6 +293,41 @@ def test_repeats_are_interleaved_across_methods(monkeypatch):
         ("ours autoregressive", 2.0, 2.0), ("HF generate", 2.0, 2.0)]
 
 
+def test_an_interrupt_keeps_the_prompts_that_finished(monkeypatch, tmp_path, capsys):
+    """Ctrl-C (or scripts/gpu_check.py's SIGINT at its budget) during the second prompt: the
+    record holds the first prompt's rows and says it stopped; `main` writes it and exits 130.
+    Before the first prompt finished there is nothing to keep, and the interrupt goes on."""
+    import torch
+
+    timed_prompts = []
+
+    def time_prompt(args, table, ids, prompt, *rest):
+        if len(timed_prompts) == 1:
+            raise KeyboardInterrupt
+        timed_prompts.append(prompt["id"])
+        return [bench.Row(name, prompt["id"], prompt["group"], 3, 1.0, 0.0, identical=True)
+                for name in ("ours autoregressive", "HF generate")]
+    monkeypatch.setattr(bench, "time_prompt", time_prompt)
+    monkeypatch.setattr(bench, "methods", lambda *args: {})
+    monkeypatch.setattr(bench, "chat_ids", lambda *args, **kwargs: torch.tensor([[1, 2]]))
+    target = torch.nn.Linear(1, 1)
+    target.device, target.dtype = torch.device("cpu"), torch.float32
+    monkeypatch.setattr(bench, "load_pair", lambda *args, **kwargs: (target, None, None))
+    out = tmp_path / "bench.json"
+    with pytest.raises(SystemExit) as stopped:
+        bench.main(["--ids", "sleep-tips", "sky-blue", "rename-total", "--latency-counts",
+                    "--head-gammas", "--out", str(out)])
+    assert stopped.value.code == 130
+    record = json.loads(out.read_text())
+    assert record["interrupted"] == "stopped after 1 of 3 prompts"
+    assert {row["prompt_id"] for row in record["rows"]} == {"sleep-tips"}
+    assert "stopped after 1 of 3 prompts" in capsys.readouterr().out
+    args = bench.parse_args(["--ids", "sleep-tips", "--latency-counts"])
+    timed_prompts[:] = ["x"]  # the first prompt is interrupted now
+    with pytest.raises(KeyboardInterrupt):
+        bench.run(args, pair=(target, None, None), progress=False)
+
+
 RECORD = {"device": "CPU test", "settings": {"max_new_tokens": 8, "temperature": 0.0}, "rows": [
     {"method": "ours autoregressive", "prompt_id": "a", "new_tokens": 8, "seconds": 2.0},
     {"method": "ours autoregressive", "prompt_id": "b", "new_tokens": 8, "seconds": 4.0},

@@ -175,3 +175,34 @@ def test_paired_speedup_pairs_repeats():
     row = {"new_tokens": 10, "seconds_samples": [1.0, 1.0, 2.0], "speedup_vs_ours_ar": 9.9}
     assert bench_batch.paired_speedup(row, base) == 2.0  # median of [2, 4, 1]
     assert bench_batch.paired_speedup({"speedup_vs_ours_ar": 1.5}, {}) == 1.5  # old records
+
+
+def test_an_interrupt_keeps_the_batch_sizes_that_finished(monkeypatch):
+    """Ctrl-C (or scripts/gpu_check.py's SIGINT at its budget) during the third batch size:
+    the record keeps the two that finished, with the forward curve measured before them, and
+    says it stopped. Before any finished there is nothing to keep: the interrupt goes on."""
+    from argparse import Namespace
+
+    finished = []
+
+    def time_batch(args, methods, prompts, mix, batch, device, bar):
+        if len(finished) == 2:
+            raise KeyboardInterrupt
+        finished.append(batch)
+        return [{"method": "ours autoregressive", "mix": mix, "batch": batch, "seconds": 1.0,
+                 "new_tokens": 4 * batch}]
+    monkeypatch.setattr(bench_batch, "time_batch", time_batch)
+    monkeypatch.setattr(bench_batch, "batch_of_prompts", lambda *args: None)
+    monkeypatch.setattr(bench_batch, "measure_batch_forward", lambda *args, **kwargs: "curve")
+    target = torch.nn.Linear(1, 1)
+    target.device, target.dtype = torch.device("cpu"), torch.float32
+    args = Namespace(batch_sizes=[1, 2, 4, 8], gamma=2, num_pred=4, max_new_tokens=4,
+                     group=None, mix=["mixed"], prompt=None, methods=["autoregressive"],
+                     repeats=1, warmup=0, forward_repeats=5, device="cpu", dtype=None)
+    record = bench_batch.run(args, pair=(target, None, None))
+    assert record["interrupted"] == "stopped after 2 of 4 (mix, batch size) settings"
+    assert [row["batch"] for row in record["rows"]] == [1, 2]
+    assert record["batch_forward"] == "curve" and record["rows"][1]["tokens_per_s"] == 8.0
+    finished[:] = [0, 0]  # the first batch size is interrupted now
+    with pytest.raises(KeyboardInterrupt):
+        bench_batch.run(args, pair=(target, None, None))

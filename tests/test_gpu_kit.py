@@ -195,3 +195,35 @@ def test_gpu_check_dry_run_on_the_cpu(tmp_path):
     assert len(list(out.iterdir())) <= 8  # what comes back from the remote machine
     assert {p: p.read_bytes() for p in (ROOT / "data" / "results").iterdir()
             if p.is_file()} == records
+
+
+def test_a_step_at_its_budget_is_interrupted_so_it_can_write_what_finished(tmp_path,
+                                                                           monkeypatch):
+    """SIGINT first (bench and bench_batch then write the prompts that finished, exit 130),
+    SIGKILL only if the step ignores it for GRACE_S."""
+    from argparse import Namespace
+
+    monkeypatch.setitem(gpu_check.BUDGET_S, "bench", (2, 2))
+    monkeypatch.setattr(gpu_check, "GRACE_S", 5)
+    run = gpu_check.Run(Namespace(device="cpu", budget="small", results_dir=tmp_path))
+    wrote = tmp_path / "partial.json"
+    polite = ("import sys, time\ntry:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n"
+              f"    open({str(wrote)!r}, 'w').write('{{}}')\n    sys.exit(130)\n")
+    status, _ = run.execute("bench", [sys.executable, "-c", polite])
+    assert status == "failed" and wrote.is_file()
+    assert run.steps[-1]["note"] == "timed out after 2 s, stopped with SIGINT (exit 130)"
+    stubborn = ("import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+                "time.sleep(60)\n")
+    status, _ = run.execute("bench", [sys.executable, "-c", stubborn])
+    assert status == "failed" and run.steps[-1]["note"] == "timed out after 2 s"
+    assert run.steps[-1]["seconds"] < 2 + 5 + 10
+
+
+def test_the_lean_transfer_takes_three_commands():
+    """scripts/gpu_transfer.md: without the draft's and the head's weights in the checkout, the
+    GGUF goes in two transfer commands and the last one (its small third part, then the check)."""
+    weights = sum((ROOT / name).stat().st_size for name in
+                  ("data/draft/model.safetensors", "data/head/model.safetensors"))
+    lean = gpu_transfer.checkout_bytes() - weights
+    commands = gpu_transfer.plan(lean, GGUF_SIZE, wheel_size=200_000)
+    assert len(commands) <= 3

@@ -75,6 +75,6 @@ def _logits_to_caller_device(model, args, kwargs, output):
 
 def random_prompts(count, seed=0, longest=12):
     """`count` prompts of 1..longest-1 ids in [6, 96) (clear of the tiny models' EOS 5)."""
-    generator = torch.Generator().manual_seed(seed)
+    generator = torch.Generator(device="cpu").manual_seed(seed)  # CPU draws on any test device
     lengths = torch.randint(1, longest, (count,), generator=generator).tolist()
     return [torch.randint(6, 96, (n,), generator=generator).tolist() for n in lengths]

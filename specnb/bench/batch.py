@@ -14,7 +14,9 @@ trace) and the run's mean ms per decoding forward. Separately, it times one targ
 B rows × 1 token and B rows × (γ+1) (and num_pred+1) tokens, keeping every repeat: the ratio is
 what checking the drafts costs, and it grows with B as the forward stops being memory-bound.
 
-It does not tune anything; settings go into the JSON next to a plot.
+It does not tune anything; settings go into the JSON next to a plot. The forwards are timed
+first, so Ctrl-C (SIGINT) during the sweep still writes them with the batch sizes that finished,
+marked "interrupted" (exit 130).
 """
 
 import argparse
@@ -146,51 +148,31 @@ def run(args, pair=None) -> dict:
     }
     chosen = {"autoregressive", *args.methods}
     methods = {name: f for (name, f), key in zip(methods.items(), METHODS) if key in chosen}
-    rows = []
+    widths = sorted({1, args.gamma + 1} | ({args.num_pred + 1} if "prompt_lookup" in chosen
+                                           else set()))
+    # The forwards first (a second on a GPU): an interrupted sweep still has them.
+    forward = measure_batch_forward(target, args.batch_sizes, widths,
+                                    repeats=max(5, getattr(args, "forward_repeats", 7)))
+    rows, done = [], 0
     mixes = getattr(args, "mix", None) or ["mixed"]
     bar = tqdm(total=len(mixes) * len(args.batch_sizes) * len(methods), desc="bench_batch")
-    for mix in mixes:
-        for batch in args.batch_sizes:
-            prompts = batch_of_prompts(tokenizer, batch, device, args.group, mix,
-                                       getattr(args, "prompt", None))
-            for function in methods.values():
-                for _ in range(args.warmup):
-                    function(prompts)
-            # Repeat i runs every method in turn, so a slow moment of a shared machine hits
-            # all of them alike: ratios of repeat i are paired.
-            samples, results = {name: [] for name in methods}, {}
-            for _ in range(args.repeats):
-                for name, function in methods.items():
-                    results[name], seconds, _ = timed(lambda: function(prompts), 1, device)
-                    samples[name].append(seconds)
-            reference = None
-            for name, times in samples.items():
-                result = results[name]
-                tokens = result if isinstance(result, list) else result.tokens
-                reference = reference if reference is not None else tokens
-                row = {"method": name, "mix": mix, "batch": batch,
-                       "seconds": statistics.median(times),
-                       "spread": max(times) - min(times), "seconds_samples": times,
-                       "new_tokens": sum(len(t) for t in tokens),
-                       "identical_rows": sum(a == b for a, b in zip(tokens, reference))}
-                if not isinstance(result, list):
-                    stats = result.stats
-                    row.update(target_forwards=stats.target_forwards, drafted=stats.drafted,
-                               accepted=stats.accepted, **per_row_counts(result))
-                    if stats.drafted:
-                        row["alpha_hat"] = estimate_alpha(result)
-                rows.append(row)
-                bar.update()
+    try:
+        for mix in mixes:
+            for batch in args.batch_sizes:
+                prompts = batch_of_prompts(tokenizer, batch, device, args.group, mix,
+                                           getattr(args, "prompt", None))
+                rows += time_batch(args, methods, prompts, mix, batch, device, bar)
+                done += 1
+    except KeyboardInterrupt:  # Ctrl-C, or scripts/gpu_check.py at its budget: keep what finished
+        if not rows:
+            raise
     bar.close()
     base = {(r["mix"], r["batch"]): r["seconds"] / r["new_tokens"] for r in rows
             if r["method"] == "ours autoregressive"}
     for r in rows:
         r["tokens_per_s"] = r["new_tokens"] / r["seconds"]
         r["speedup_vs_ours_ar"] = base[r["mix"], r["batch"]] / (r["seconds"] / r["new_tokens"])
-    widths = sorted({1, args.gamma + 1} | ({args.num_pred + 1} if "prompt_lookup" in chosen
-                                           else set()))
-    forward = measure_batch_forward(target, args.batch_sizes, widths,
-                                    repeats=max(5, getattr(args, "forward_repeats", 7)))
+    total = len(mixes) * len(args.batch_sizes)
     cpu = cpu_identity()  # the host CPU, named in every record (also beside a GPU)
     return {"settings": {k: v for k, v in vars(args).items() if k != "out"},
             "device": torch.cuda.get_device_name(device) if device.type == "cuda"
@@ -199,7 +181,42 @@ def run(args, pair=None) -> dict:
             "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                          "python": platform.python_version()},
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "dtype": str(target.dtype), "rows": rows, "batch_forward": forward}
+            "dtype": str(target.dtype), "rows": rows, "batch_forward": forward,
+            **({} if done == total else
+               {"interrupted": f"stopped after {done} of {total} (mix, batch size) settings"})}
+
+
+def time_batch(args, methods: dict, prompts, mix: str, batch: int, device, bar) -> list:
+    """Every method on one batch: warm-ups, then repeats in which every method runs in turn; a
+    row per method, its rows checked against the first method's (ours autoregressive)."""
+    for function in methods.values():
+        for _ in range(args.warmup):
+            function(prompts)
+    # Repeat i runs every method in turn, so a slow moment of a shared machine hits all of
+    # them alike: ratios of repeat i are paired.
+    samples, results = {name: [] for name in methods}, {}
+    for _ in range(args.repeats):
+        for name, function in methods.items():
+            results[name], seconds, _ = timed(lambda: function(prompts), 1, device)
+            samples[name].append(seconds)
+    rows, reference = [], None
+    for name, times in samples.items():
+        result = results[name]
+        tokens = result if isinstance(result, list) else result.tokens
+        reference = reference if reference is not None else tokens
+        row = {"method": name, "mix": mix, "batch": batch, "seconds": statistics.median(times),
+               "spread": max(times) - min(times), "seconds_samples": times,
+               "new_tokens": sum(len(t) for t in tokens),
+               "identical_rows": sum(a == b for a, b in zip(tokens, reference))}
+        if not isinstance(result, list):
+            stats = result.stats
+            row.update(target_forwards=stats.target_forwards, drafted=stats.drafted,
+                       accepted=stats.accepted, **per_row_counts(result))
+            if stats.drafted:
+                row["alpha_hat"] = estimate_alpha(result)
+        rows.append(row)
+        bar.update()
+    return rows
 
 
 def row_mix(row: dict) -> str:
@@ -293,6 +310,9 @@ def main(argv=None) -> dict:
     plot_batch_throughput(record).savefig(args.out.with_suffix(".png"), dpi=110,
                                           bbox_inches="tight")
     print(f"wrote {args.out} and {args.out.with_suffix('.png')}")
+    if "interrupted" in record:  # what finished is written; the exit code says it is partial
+        print(f"interrupted: {record['interrupted']}")
+        raise SystemExit(130)
     return record
 
 

@@ -14,7 +14,8 @@ fastest of those peers.
 `--schedules fixed heuristic cost-aware` with fixed and dynamic γ (`specnb.methods.schedules`).
 `--methods` runs only the methods whose names start with the given prefixes. Each (method,
 prompt) is warmed up, then timed `--repeats` times in interleaved rounds (each round times
-every method once; CUDA events on GPU); the median is reported with the spread. Greedy outputs
+every method once; CUDA events on GPU); the median is reported with the spread. Ctrl-C (SIGINT)
+writes the prompts that finished, marked "interrupted", and exits 130. Greedy outputs
 are checked against our autoregressive tokens; speedups are ratios of tokens per second
 (sampled answers differ in length) within this one run, against our autoregressive loop, HF
 greedy `generate` and each method's HF peer (`PEERS`). Target forwards of the HF peers are
@@ -331,42 +332,15 @@ def run(args, pair=None, progress: bool = True) -> dict:
     rows, generator = [], torch.Generator(device=device).manual_seed(args.seed)
     bar = tqdm(total=len(prompts) * len(table) * args.repeats, desc="bench",
                disable=not progress)
-    for prompt in prompts:
-        ids = chat_ids(tokenizer, prompt["prompt"], device=device)
-        reference = baseline = None
-        for name, (gamma, function) in table.items():
-            for _ in range(args.warmup):
-                function(ids, generator)
-        # Repeats interleaved, a round visits every method once: a slow moment of a shared
-        # machine then lands on every method alike, not on one method's repeats.
-        samples, last = {name: [] for name in table}, {}
-        for _ in range(args.repeats):
-            for name, (gamma, function) in table.items():
-                last[name], seconds, _ = timed(lambda: function(ids, generator), 1, device)
-                samples[name].append(seconds)
-                bar.update()
-        for name, (gamma, function) in table.items():
-            result, times = last[name], samples[name]
-            row = Row(name, prompt["id"], prompt["group"], 0, statistics.median(times),
-                      max(times) - min(times), gamma=gamma)
-            if isinstance(result, PeerResult):  # a transformers peer: tokens and forwards only
-                tokens, row.target_forwards = result.tokens, result.target_forwards
-            else:
-                tokens, stats = result.tokens[0], result.stats
-                row.target_forwards, row.drafted, row.accepted = (
-                    stats.target_forwards, stats.drafted, stats.accepted)
-                if name == "ours autoregressive":
-                    baseline = result
-                if stats.drafted:  # any checked draft, a model's or prompt lookup's copy
-                    row.alpha_hat = estimate_alpha(result)
-                if stats.draft_forwards:
-                    row.c_hat = estimate_cost_ratio(result, baseline)
-                asked = [it.gamma for it in result.trace if it.gamma is not None]
-                row.mean_gamma = statistics.mean(asked) if asked else float("nan")
-            reference = reference if reference is not None else tokens
-            row.new_tokens = len(tokens)
-            row.identical = tokens == reference if args.temperature == 0 else None
-            rows.append(row)
+    done = 0
+    try:
+        for prompt in prompts:
+            rows += time_prompt(args, table, chat_ids(tokenizer, prompt["prompt"], device=device),
+                                prompt, generator, device, bar)
+            done += 1
+    except KeyboardInterrupt:  # Ctrl-C, or scripts/gpu_check.py at its budget: keep what finished
+        if not rows:
+            raise
     bar.close()
     cpu = cpu_identity()  # the host CPU, named in every record (also beside a GPU)
     return {"settings": {k: v for k, v in vars(args).items() if k != "out"},
@@ -377,7 +351,49 @@ def run(args, pair=None, progress: bool = True) -> dict:
                          "python": platform.python_version()},
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "dtype": str(target.dtype), "forward_latency": latency,
-            "rows": [asdict(r) for r in rows]}
+            "rows": [asdict(r) for r in rows],
+            **({} if done == len(prompts) else
+               {"interrupted": f"stopped after {done} of {len(prompts)} prompts"})}
+
+
+def time_prompt(args, table: dict, ids, prompt: dict, generator, device, bar) -> list:
+    """Every method of `table` on one prompt: warm-ups, then interleaved timed rounds; a `Row`
+    per method, checked against the first method's tokens (ours autoregressive)."""
+    for name, (gamma, function) in table.items():
+        for _ in range(args.warmup):
+            function(ids, generator)
+    # Repeats interleaved, a round visits every method once: a slow moment of a shared
+    # machine then lands on every method alike, not on one method's repeats.
+    samples, last = {name: [] for name in table}, {}
+    for _ in range(args.repeats):
+        for name, (gamma, function) in table.items():
+            last[name], seconds, _ = timed(lambda: function(ids, generator), 1, device)
+            samples[name].append(seconds)
+            bar.update()
+    rows, reference, baseline = [], None, None
+    for name, (gamma, function) in table.items():
+        result, times = last[name], samples[name]
+        row = Row(name, prompt["id"], prompt["group"], 0, statistics.median(times),
+                  max(times) - min(times), gamma=gamma)
+        if isinstance(result, PeerResult):  # a transformers peer: tokens and forwards only
+            tokens, row.target_forwards = result.tokens, result.target_forwards
+        else:
+            tokens, stats = result.tokens[0], result.stats
+            row.target_forwards, row.drafted, row.accepted = (
+                stats.target_forwards, stats.drafted, stats.accepted)
+            if name == "ours autoregressive":
+                baseline = result
+            if stats.drafted:  # any checked draft, a model's or prompt lookup's copy
+                row.alpha_hat = estimate_alpha(result)
+            if stats.draft_forwards:
+                row.c_hat = estimate_cost_ratio(result, baseline)
+            asked = [it.gamma for it in result.trace if it.gamma is not None]
+            row.mean_gamma = statistics.mean(asked) if asked else float("nan")
+        reference = reference if reference is not None else tokens
+        row.new_tokens = len(tokens)
+        row.identical = tokens == reference if args.temperature == 0 else None
+        rows.append(row)
+    return rows
 
 
 def summary_rows(record: dict, group: str | None = None) -> list:
@@ -605,6 +621,9 @@ def main(argv=None) -> None:
     for group, summary in record["summary"].items():
         print(f"\n[{group} prompts]\n{format_summary(summary)}")
     print(f"\nresults: {args.out} and {args.out.with_suffix('.png')}")
+    if "interrupted" in record:  # what finished is written; the exit code says it is partial
+        print(f"interrupted: {record['interrupted']}")
+        raise SystemExit(130)
 
 
 if __name__ == "__main__":
