@@ -386,6 +386,8 @@ def test_every_column_follows_target_among_rows_that_reach_it(case):
         reached = num_accepted >= column
         assert (tokens[reached, column] >= 0).all() and (tokens[~reached, column] == -1).all()
         if reached.sum() >= 200:  # enough rows for χ²; fewer is checked by the law below
+            # (At column γ the token is the bonus, which this test drew from p itself: there the
+            # χ² checks that verify puts the bonus, and nothing else, after γ accepted drafts.)
             pvalue = column_pvalue("exact", case, column)
             print(f"column {column} χ² p-value, {case}: {pvalue:.3g}")
             assert pvalue > SIGNIFICANCE
