@@ -186,3 +186,14 @@ def test_early_stop_drafts_less_and_keeps_greedy_output(setup, kind):
 def test_bad_stop_below_is_refused(bad):
     with pytest.raises(ValueError, match="stop_below must be None or a probability"):
         specnb.drafters.ModelDrafter(tiny_llama(2, hidden=16, layers=1), stop_below=bad)
+
+
+def test_a_feature_drafter_is_not_taken_for_its_head():
+    """load_pair() hands out a FeatureDrafter; re-wrapping it with other settings takes its
+    .head, and the error for the drafter itself says so."""
+    from head_fixtures import random_head
+
+    drafter = random_head(tiny_llama(1))
+    with pytest.raises(ValueError, match=r"got FeatureDrafter \(a drafter's head is its \.head\)"):
+        specnb.drafters.FeatureDrafter(drafter, tree=(2,))
+    assert specnb.drafters.FeatureDrafter(drafter.head, tree=(2,)).tree == (2,)

@@ -76,7 +76,9 @@ class FeatureDrafter(Drafter):
     def __init__(self, head: FeatureHead, *, stop_below=None, tree=None, dynamic=None,
                  trim=None):
         if not isinstance(head, FeatureHead):
-            raise ValueError(f"FeatureDrafter needs a FeatureHead, got {type(head).__name__}")
+            hint = " (a drafter's head is its .head)" if isinstance(head, FeatureDrafter) else ""
+            raise ValueError(f"FeatureDrafter needs a FeatureHead, got {type(head).__name__}"
+                             f"{hint}")
         self.head = head
         self.stop_below = check_stop_below(stop_below)
         self.tree = check_tree_widths(tree)
