@@ -43,3 +43,19 @@ def test_group_filter_and_errors():
         load_prompts("eval", "closed")
     with pytest.raises(ValueError, match="split"):
         load_prompts("nope")
+
+
+def test_every_record_names_its_cpu():
+    """A timing means little without its machine: every JSON record in data/results names the
+    CPU it ran on (model and instruction set; beside a GPU, the host's), or the lent GPU."""
+    import json
+
+    unnamed = []
+    for path in sorted((DATA_DIR / "results").glob("*.json")):
+        record = json.loads(path.read_text())
+        cpu = record.get("cpu")
+        named = (isinstance(cpu, dict) and cpu.get("name") and cpu.get("isa")) or \
+            "NVIDIA" in str(record.get("machine", ""))
+        if not named:
+            unnamed.append(path.name)
+    assert not unnamed, f"records that name no CPU: {unnamed}"

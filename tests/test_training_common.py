@@ -31,4 +31,5 @@ def test_write_record(tmp_path, capsys):
     assert list(record)[:3] == ["command", "seed", "prompts"]
     assert record["command"] == "python -m specnb.training.train_head --seed 3"
     assert record["args"] == {"out": str(tmp_path), "seed": "3"} and "device cpu" in record["hardware"]
+    assert record["cpu"]["name"] and record["cpu"]["isa"]  # every record names its CPU
     assert json.loads(capsys.readouterr().out) == record

@@ -17,6 +17,7 @@ import time
 
 import torch
 
+from ..models.fast_path import cpu_identity
 from ..models.loading import as_device
 
 
@@ -47,13 +48,15 @@ def check_device_arguments(parser, args) -> None:
 
 
 def write_record(out, command: str, args, argv, started: float, device, **fields) -> dict:
-    """{"command", **fields, "seconds", "hardware", "torch", "args"} -> out/training.json."""
+    """{"command", **fields, "seconds", "hardware", "cpu", "torch", "args"} -> out/training.json
+    ("cpu": the host CPU's model and instruction set, named in every record, also beside a GPU)."""
     record = {
         "command": f"python -m {command} " + " ".join(sys.argv[1:] if argv is None else argv),
         **fields,
         "seconds": round(time.perf_counter() - started, 1),
         "hardware": f"{platform.processor() or platform.machine()}, "
                     f"{torch.get_num_threads()} threads, device {device}",
+        "cpu": cpu_identity(),
         "torch": torch.__version__, "args": {k: str(v) for k, v in vars(args).items()},
     }
     (out / "training.json").write_text(json.dumps(record, indent=2) + "\n")
