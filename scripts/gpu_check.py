@@ -24,7 +24,10 @@ It runs with any python3 that has torch and transformers (no .venv needed), and 
 nothing about methods: bench and bench_batch run their own default sets. In bfloat16 a k-token
 check rounds differently from one-token forwards, so a greedy output may part from ours
 autoregressive after a near-tie: their "equal to ours AR" counts are measurements there, not
-verdicts (the float32 tests are the verdicts).
+verdicts (the float32 tests are the verdicts). Our loops synchronize the GPU around every
+target and draft forward to time it (`BatchedCachedLM.forward`; transformers' loops do not),
+so on a launch-bound model our times there include waits theirs do not: a first reading, to be
+redone with CUDA events read at the step's one host read.
 """
 
 import argparse
