@@ -264,8 +264,13 @@ def run_bench(run: Run, name: str, module: str, argv: list) -> None:
         run.steps[-1]["note"] += f" (flags it does not know, dropped: {' '.join(dropped)})"
     out = Path(argv[argv.index("--out") + 1]) if "--out" in argv else None
     # At its budget a bench is interrupted and writes what finished: keep that too.
+    record = None
     if out is not None and out.is_file() and out.stat().st_mtime >= run.started - 1:
-        record = json.loads(out.read_text())
+        try:
+            record = json.loads(out.read_text())
+        except (OSError, ValueError) as error:  # benches write whole files; be sure anyway
+            run.steps[-1]["note"] += f"; {out.name} unreadable ({error})"
+    if record is not None:
         run.outputs[name] = {"file": out.name, "settings": record.get("settings"),
                              "summary": record.get("summary"), "wall_s": record.get("wall_s")}
         rows = record.get("rows", [])
@@ -280,7 +285,8 @@ def run_bench(run: Run, name: str, module: str, argv: list) -> None:
                     f"{sum(r['identical_rows'] for r in rows)}/{sum(r['batch'] for r in rows)}")
         if "interrupted" in record:
             note += f" (partial: {record['interrupted']})"
-        run.steps[-1]["note"] = f"{note}; {out.name}" + run.steps[-1]["note"]
+        own = run.steps[-1]["note"]  # e.g. how it timed out
+        run.steps[-1]["note"] = f"{note}; {out.name}" + (f"; {own.lstrip(' ;')}" if own else "")
     run.write_summary()
 
 

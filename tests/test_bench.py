@@ -321,11 +321,14 @@ def test_an_interrupt_keeps_the_prompts_that_finished(monkeypatch, tmp_path, cap
     record = json.loads(out.read_text())
     assert record["interrupted"] == "stopped after 1 of 3 prompts"
     assert {row["prompt_id"] for row in record["rows"]} == {"sleep-tips"}
-    assert "stopped after 1 of 3 prompts" in capsys.readouterr().out
-    args = bench.parse_args(["--ids", "sleep-tips", "--latency-counts"])
-    timed_prompts[:] = ["x"]  # the first prompt is interrupted now
+    assert "interrupted: stopped after 1 of 3 prompts" in capsys.readouterr().err
+    args = bench.parse_args(["--ids", "sleep-tips", "sky-blue", "--latency-counts"])
+    timed_prompts[:] = []  # a library caller that did not ask for partial results
     with pytest.raises(KeyboardInterrupt):
         bench.run(args, pair=(target, None, None), progress=False)
+    timed_prompts[:] = ["x"]  # the first prompt is interrupted now: nothing to keep
+    with pytest.raises(KeyboardInterrupt):
+        bench.run(args, pair=(target, None, None), progress=False, keep_partial=True)
 
 
 RECORD = {"device": "CPU test", "settings": {"max_new_tokens": 8, "temperature": 0.0}, "rows": [

@@ -199,10 +199,13 @@ def test_an_interrupt_keeps_the_batch_sizes_that_finished(monkeypatch):
     args = Namespace(batch_sizes=[1, 2, 4, 8], gamma=2, num_pred=4, max_new_tokens=4,
                      group=None, mix=["mixed"], prompt=None, methods=["autoregressive"],
                      repeats=1, warmup=0, forward_repeats=5, device="cpu", dtype=None)
-    record = bench_batch.run(args, pair=(target, None, None))
+    record = bench_batch.run(args, pair=(target, None, None), keep_partial=True)
     assert record["interrupted"] == "stopped after 2 of 4 (mix, batch size) settings"
     assert [row["batch"] for row in record["rows"]] == [1, 2]
     assert record["batch_forward"] == "curve" and record["rows"][1]["tokens_per_s"] == 8.0
-    finished[:] = [0, 0]  # the first batch size is interrupted now
+    finished.clear()  # a library caller that did not ask for partial results
     with pytest.raises(KeyboardInterrupt):
         bench_batch.run(args, pair=(target, None, None))
+    finished[:] = [0, 0]  # the first batch size is interrupted now: nothing to keep
+    with pytest.raises(KeyboardInterrupt):
+        bench_batch.run(args, pair=(target, None, None), keep_partial=True)

@@ -203,20 +203,21 @@ def test_a_step_at_its_budget_is_interrupted_so_it_can_write_what_finished(tmp_p
     SIGKILL only if the step ignores it for GRACE_S."""
     from argparse import Namespace
 
-    monkeypatch.setitem(gpu_check.BUDGET_S, "bench", (2, 2))
+    monkeypatch.setitem(gpu_check.BUDGET_S, "bench", (6, 6))  # time for python to start
     monkeypatch.setattr(gpu_check, "GRACE_S", 5)
+    monkeypatch.delenv("OUT", raising=False)
     run = gpu_check.Run(Namespace(device="cpu", budget="small", results_dir=tmp_path))
     wrote = tmp_path / "partial.json"
     polite = ("import sys, time\ntry:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n"
               f"    open({str(wrote)!r}, 'w').write('{{}}')\n    sys.exit(130)\n")
     status, _ = run.execute("bench", [sys.executable, "-c", polite])
     assert status == "failed" and wrote.is_file()
-    assert run.steps[-1]["note"] == "timed out after 2 s, stopped with SIGINT (exit 130)"
+    assert run.steps[-1]["note"] == "timed out after 6 s, stopped with SIGINT (exit 130)"
     stubborn = ("import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
                 "time.sleep(60)\n")
     status, _ = run.execute("bench", [sys.executable, "-c", stubborn])
-    assert status == "failed" and run.steps[-1]["note"] == "timed out after 2 s"
-    assert run.steps[-1]["seconds"] < 2 + 5 + 10
+    assert status == "failed" and run.steps[-1]["note"] == "timed out after 6 s"
+    assert run.steps[-1]["seconds"] < 6 + 5 + 10
 
 
 def test_the_lean_transfer_takes_three_commands():
@@ -227,3 +228,32 @@ def test_the_lean_transfer_takes_three_commands():
     lean = gpu_transfer.checkout_bytes() - weights
     commands = gpu_transfer.plan(lean, GGUF_SIZE, wheel_size=200_000)
     assert len(commands) <= 3
+
+
+@pytest.mark.parametrize("written, expected", [
+    ('{"rows": [{"method": "ours autoregressive", "prompt_id": "a", "identical": true}], '
+     '"interrupted": "stopped after 1 of 2 prompts"}',
+     "1 methods × 1 prompts; greedy outputs equal to ours AR: 1/1 (partial: stopped after 1 of "
+     "2 prompts); bench.json; timed out after 6 s, stopped with SIGINT (exit 130)"),
+    ('{"rows": [', "timed out after 6 s, stopped with SIGINT (exit 130); bench.json unreadable"),
+])
+def test_a_bench_stopped_at_its_budget_keeps_its_partial_record(tmp_path, monkeypatch, written,
+                                                                 expected):
+    """What an interrupted bench wrote is read and named partial; a file it could not finish
+    is reported, and the run goes on to its next steps."""
+    from argparse import Namespace
+
+    monkeypatch.delenv("OUT", raising=False)
+    run = gpu_check.Run(Namespace(device="cpu", budget="small", results_dir=tmp_path))
+    out = tmp_path / "bench.json"
+
+    def execute(name, argv, required=True, env=None):
+        out.write_text(written)
+        run.record(name, "failed", 6.0, "timed out after 6 s, stopped with SIGINT (exit 130)",
+                   required, "python -m specnb.bench")
+        return "failed", ""
+    monkeypatch.setattr(run, "execute", execute)
+    monkeypatch.setattr(gpu_check, "known_flags", lambda module, env: {"--out", "--ids"})
+    gpu_check.run_bench(run, "bench", "specnb.bench", ["--ids", "a", "--out", str(out)])
+    assert run.steps[-1]["note"].startswith(expected)
+    assert ("bench" in run.outputs) == written.endswith("}")

@@ -24,6 +24,7 @@ import datetime
 import json
 import platform
 import statistics
+import sys
 from pathlib import Path
 
 import torch
@@ -31,6 +32,7 @@ import transformers
 from tqdm.auto import tqdm
 
 from ..core.batch_kv import BatchedCachedLM
+from ..core.files import sigint_ignored, write_atomic
 from ..drafters.model import pad_token_id
 from ..methods import autoregressive, prompt_lookup, speculative
 from ..methods.inputs import eos_token_ids
@@ -133,7 +135,11 @@ def measure_batch_forward(model, batch_sizes, tokens_per_row, prefix_len=128, re
     return result
 
 
-def run(args, pair=None) -> dict:
+def run(args, pair=None, keep_partial: bool = False) -> dict:
+    """The sweep of the command's `args`; `pair`: an already loaded (target, draft, tokenizer).
+    `keep_partial`: on Ctrl-C (KeyboardInterrupt) after a batch size finished, return the
+    finished ones' rows, marked "interrupted" (the command does this; a caller that does not ask
+    gets the interrupt)."""
     target, draft, tokenizer = pair if pair is not None else load_pair(
         device=args.device, dtype=DTYPES[args.dtype] if args.dtype else None)
     device = target.device
@@ -153,7 +159,7 @@ def run(args, pair=None) -> dict:
     # The forwards first (a second on a GPU): an interrupted sweep still has them.
     forward = measure_batch_forward(target, args.batch_sizes, widths,
                                     repeats=max(5, getattr(args, "forward_repeats", 7)))
-    rows, done = [], 0
+    rows = []
     mixes = getattr(args, "mix", None) or ["mixed"]
     bar = tqdm(total=len(mixes) * len(args.batch_sizes) * len(methods), desc="bench_batch")
     try:
@@ -162,11 +168,12 @@ def run(args, pair=None) -> dict:
                 prompts = batch_of_prompts(tokenizer, batch, device, args.group, mix,
                                            getattr(args, "prompt", None))
                 rows += time_batch(args, methods, prompts, mix, batch, device, bar)
-                done += 1
     except KeyboardInterrupt:  # Ctrl-C, or scripts/gpu_check.py at its budget: keep what finished
-        if not rows:
+        if not (keep_partial and rows):
             raise
-    bar.close()
+    finally:
+        bar.close()
+    done = len({(row["mix"], row["batch"]) for row in rows})
     base = {(r["mix"], r["batch"]): r["seconds"] / r["new_tokens"] for r in rows
             if r["method"] == "ours autoregressive"}
     for r in rows:
@@ -303,15 +310,16 @@ def main(argv=None) -> dict:
     args = parser.parse_args(argv)
     if min(args.batch_sizes) < 1 or args.gamma < 1 or args.repeats < 1 or args.warmup < 0:
         parser.error("batch sizes, --gamma and --repeats must be >= 1, --warmup >= 0")
-    record = run(args)
+    record = run(args, keep_partial=True)
+    with sigint_ignored():  # what was measured is written whole, a second Ctrl-C or not
+        write_atomic(args.out, json.dumps(record, indent=1).encode())
+        plot_batch_throughput(record).savefig(args.out.with_suffix(".png"), dpi=110,
+                                              bbox_inches="tight")
+    if "interrupted" in record:  # said first: stdout may be a pipe that Ctrl-C closed too
+        print(f"interrupted: {record['interrupted']}", file=sys.stderr)
     print(format_table(record))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(record, indent=1))
-    plot_batch_throughput(record).savefig(args.out.with_suffix(".png"), dpi=110,
-                                          bbox_inches="tight")
     print(f"wrote {args.out} and {args.out.with_suffix('.png')}")
     if "interrupted" in record:  # what finished is written; the exit code says it is partial
-        print(f"interrupted: {record['interrupted']}")
         raise SystemExit(130)
     return record
 

@@ -33,6 +33,7 @@ import datetime
 import json
 import platform
 import statistics
+import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -42,6 +43,7 @@ import transformers
 from tqdm.auto import tqdm
 
 from ..core.args import check_out_file
+from ..core.files import sigint_ignored, write_atomic
 from ..core.latency import measure_forward_latency
 from ..core.timed import timed  # notebooks and assignment 05 import it from here too
 from ..drafters import FeatureDrafter, MixedDrafter, ModelDrafter, NgramDrafter
@@ -311,9 +313,11 @@ def select_prompts(args) -> list:
     return prompts[:args.prompts] if args.prompts else prompts
 
 
-def run(args, pair=None, progress: bool = True) -> dict:
+def run(args, pair=None, progress: bool = True, keep_partial: bool = False) -> dict:
     """Time every method on the prompts; `pair`: an already loaded (target, draft, tokenizer);
-    `progress`: show a progress bar."""
+    `progress`: show a progress bar. `keep_partial`: on Ctrl-C (KeyboardInterrupt) after a
+    prompt finished, return the finished prompts' rows, marked "interrupted" (the command does
+    this; a caller that does not ask gets the interrupt)."""
     if pair is None:
         target, draft, tokenizer = load_pair("embedded-distilled", device=args.device,
                                              dtype=DTYPES[args.dtype] if args.dtype else None)
@@ -332,16 +336,16 @@ def run(args, pair=None, progress: bool = True) -> dict:
     rows, generator = [], torch.Generator(device=device).manual_seed(args.seed)
     bar = tqdm(total=len(prompts) * len(table) * args.repeats, desc="bench",
                disable=not progress)
-    done = 0
     try:
         for prompt in prompts:
             rows += time_prompt(args, table, chat_ids(tokenizer, prompt["prompt"], device=device),
                                 prompt, generator, device, bar)
-            done += 1
     except KeyboardInterrupt:  # Ctrl-C, or scripts/gpu_check.py at its budget: keep what finished
-        if not rows:
+        if not (keep_partial and rows):
             raise
-    bar.close()
+    finally:
+        bar.close()
+    done = len({row.prompt_id for row in rows})
     cpu = cpu_identity()  # the host CPU, named in every record (also beside a GPU)
     return {"settings": {k: v for k, v in vars(args).items() if k != "out"},
             "device": torch.cuda.get_device_name(device) if device.type == "cuda"
@@ -407,10 +411,12 @@ def summary_rows(record: dict, group: str | None = None) -> list:
     rows = [r for r in record["rows"] if group in (None, r["group"])]
     if not rows:
         return []
+    def over(a, b):  # NaN, not an error, for a hand-made row of 0 tokens or 0 seconds
+        return a / b if b else float("nan")
     names = list(dict.fromkeys(r["method"] for r in rows))
-    rate = {n: sum(r["new_tokens"] for r in rows if r["method"] == n)
-            / sum(r["seconds"] for r in rows if r["method"] == n) for n in names}
-    base = {r["prompt_id"]: r["new_tokens"] / r["seconds"] for r in rows
+    rate = {n: over(sum(r["new_tokens"] for r in rows if r["method"] == n),
+                    sum(r["seconds"] for r in rows if r["method"] == n)) for n in names}
+    base = {r["prompt_id"]: over(r["new_tokens"], r["seconds"]) for r in rows
             if r["method"] == "ours autoregressive"}
     summary = []
     for name in names:
@@ -422,9 +428,9 @@ def summary_rows(record: dict, group: str | None = None) -> list:
         costs = [r["c_hat"] for r in mine if r["c_hat"] == r["c_hat"]]
         peer = peer_of(name)
         line = {"method": name, "tokens_per_s": rate[name],
-                "speedup_vs_ours_ar": rate[name] / rate["ours autoregressive"],
-                "speedup_vs_hf_greedy": rate[name] / rate["HF generate"],
-                "peer": peer, "speedup_vs_peer": rate[name] / rate[peer] if peer in rate
+                "speedup_vs_ours_ar": over(rate[name], rate["ours autoregressive"]),
+                "speedup_vs_hf_greedy": over(rate[name], rate["HF generate"]),
+                "peer": peer, "speedup_vs_peer": over(rate[name], rate[peer]) if peer in rate
                 else float("nan"),
                 "tokens_per_forward": tokens / forwards if forwards else float("nan"),
                 "draft_yield": accepted / drafted if drafted else float("nan"),
@@ -432,12 +438,13 @@ def summary_rows(record: dict, group: str | None = None) -> list:
                 "c_hat": statistics.mean(costs) if costs else float("nan"),
                 "identical": all(r["identical"] for r in mine) if mine[0]["identical"] is not None
                 else None}
-        per_prompt = [r["new_tokens"] / r["seconds"] / base[r["prompt_id"]] for r in mine
-                      if r["prompt_id"] in base]
+        per_prompt = [over(over(r["new_tokens"], r["seconds"]), base[r["prompt_id"]])
+                      for r in mine if r["prompt_id"] in base]
+        per_prompt = [v for v in per_prompt if v == v]
         line["speedup_vs_ours_ar_low"] = min(per_prompt, default=float("nan"))
         line["speedup_vs_ours_ar_high"] = max(per_prompt, default=float("nan"))
         hf = [t for n, t in rate.items() if n.startswith("HF ")]
-        line["speedup_vs_best_hf"] = rate[name] / max(hf) if hf else float("nan")
+        line["speedup_vs_best_hf"] = over(rate[name], max(hf)) if hf else float("nan")
         line["predicted"] = predicted_speedup(line["alpha_hat"], mine[0]["gamma"], line["c_hat"]) \
             if alphas and costs and mine[0]["gamma"] is not None else float("nan")
         gammas = [r["mean_gamma"] for r in mine if r.get("mean_gamma", float("nan")) == r.get(
@@ -458,9 +465,10 @@ def summaries(record: dict) -> dict:
 def format_summary(summary: list) -> str:
     """The table the command prints; ×peer is the speedup over the method's HF peer (`PEERS`),
     "per prompt" the range of the prompts' own speedups over ours autoregressive."""
-    width = max([26] + [len(s["method"]) + 1 for s in summary])  # tree names run long
-    header = (f"{'method':<{width}}{'tok/s':>7}{'×ours AR':>9}{'per prompt':>12}{'×HF gen':>8}"
-              f"{'×peer':>7}{'×best HF':>9}{'tok/fwd':>8}{'yield':>7}{'α̂':>6}{'ĉ':>7}{'pred':>6}{'meas/pred':>10}  same as AR")
+    name_width = max([26] + [len(s["method"]) + 1 for s in summary])  # tree names run long
+    header = (f"{'method':<{name_width}}{'tok/s':>7}{'×ours AR':>9}{'per prompt':>12}{'×HF gen':>8}"
+              f"{'×peer':>7}{'×best HF':>9}{'tok/fwd':>8}{'yield':>7}{'α̂':>6}{'ĉ':>7}"
+              f"{'pred':>6}{'meas/pred':>10}  same as AR")
     lines = [header, "-" * len(header)]
     for s in summary:
         def num(value, width, digits):
@@ -468,13 +476,15 @@ def format_summary(summary: list) -> str:
         same = {True: "yes", False: "NO", None: "(sampled)"}[s["identical"]]
         low, high = (s.get(f"speedup_vs_ours_ar_{end}", float("nan")) for end in ("low", "high"))
         spread = f"{low:.2f}–{high:.2f}" if low == low and high == high else "-"
-        lines.append(f"{s['method']:<{width}}{num(s['tokens_per_s'], 7, 1)}"
+        lines.append(f"{s['method']:<{name_width}}{num(s['tokens_per_s'], 7, 1)}"
                      f"{num(s['speedup_vs_ours_ar'], 9, 2)}{spread:>12}"
                      f"{num(s['speedup_vs_hf_greedy'], 8, 2)}"
                      f"{num(s.get('speedup_vs_peer', float('nan')), 7, 2)}"
                      f"{num(s.get('speedup_vs_best_hf', float('nan')), 9, 2)}"
-                     f"{num(s['tokens_per_forward'], 8, 2)}{num(s.get('draft_yield', s.get('acceptance')), 7, 2)}"
-                     f"{num(s['alpha_hat'], 6, 2)}{num(s['c_hat'], 7, 3)}{num(s['predicted'], 6, 2)}"
+                     f"{num(s['tokens_per_forward'], 8, 2)}"
+                     f"{num(s.get('draft_yield', s.get('acceptance')), 7, 2)}"
+                     f"{num(s['alpha_hat'], 6, 2)}{num(s['c_hat'], 7, 3)}"
+                     f"{num(s['predicted'], 6, 2)}"
                      f"{num(s['measured_over_predicted'], 10, 2)}  {same}")
     return "\n".join(lines)
 
@@ -609,12 +619,14 @@ def main(argv=None) -> None:
 
     args = parse_args(argv, check_prompts=True)
     start = time.perf_counter()
-    record = run(args)
-    record["wall_s"] = time.perf_counter() - start
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    record["summary"] = summaries(record)
-    args.out.write_text(json.dumps(record, indent=1) + "\n")
-    plot_speedups(record).savefig(args.out.with_suffix(".png"), dpi=110)
+    record = run(args, keep_partial=True)
+    with sigint_ignored():  # what was measured is written whole, a second Ctrl-C or not
+        record["wall_s"] = time.perf_counter() - start
+        record["summary"] = summaries(record)
+        write_atomic(args.out, (json.dumps(record, indent=1) + "\n").encode())
+        plot_speedups(record).savefig(args.out.with_suffix(".png"), dpi=110)
+    if "interrupted" in record:  # said first: stdout may be a pipe that Ctrl-C closed too
+        print(f"interrupted: {record['interrupted']}", file=sys.stderr)
     print(f"{record['device']}, {record['dtype']}, torch {record['versions']['torch']}, "
           f"transformers {record['versions']['transformers']}; {args.max_new_tokens} new tokens, "
           f"T = {args.temperature}, median of {args.repeats}; {record['wall_s']:.0f} s in all")
@@ -622,7 +634,6 @@ def main(argv=None) -> None:
         print(f"\n[{group} prompts]\n{format_summary(summary)}")
     print(f"\nresults: {args.out} and {args.out.with_suffix('.png')}")
     if "interrupted" in record:  # what finished is written; the exit code says it is partial
-        print(f"interrupted: {record['interrupted']}")
         raise SystemExit(130)
 
 

@@ -29,6 +29,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
+from ..core.files import write_atomic
 from ..models.data import DATA_DIR
 from ..models.loading import cache_dir
 from .slots import forward_slots, prefill_groups, prefill_mask
@@ -46,14 +47,6 @@ def records_dir() -> Path:
 def answers_path(shard: Path, records: Path | None = None) -> Path:
     """The token record of a shard: r1-T0.7-n192-ab12.pt -> answers/r1-T0.7-n192-ab12.json.gz."""
     return (records or records_dir()) / "answers" / f"{Path(shard).stem}.json.gz"
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write `path` whole or not at all (a .partial beside it, then renamed)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    partial.write_bytes(data)
-    partial.rename(path)
 
 
 def check_tokens(examples: list) -> None:

@@ -24,8 +24,9 @@ import re
 import torch
 from tqdm.auto import tqdm
 
+from ..core.files import write_atomic
 from ..models.loading import cache_dir
-from .head_records import records_dir, write_atomic
+from .head_records import records_dir
 from .slots import generate_stream
 
 TEMPLATES = (
