@@ -466,8 +466,8 @@ def format_summary(summary: list) -> str:
     """The table the command prints; ×peer is the speedup over the method's HF peer (`PEERS`),
     "per prompt" the range of the prompts' own speedups over ours autoregressive."""
     name_width = max([26] + [len(s["method"]) + 1 for s in summary])  # tree names run long
-    header = (f"{'method':<{name_width}}{'tok/s':>7}{'×ours AR':>9}{'per prompt':>12}{'×HF gen':>8}"
-              f"{'×peer':>7}{'×best HF':>9}{'tok/fwd':>8}{'yield':>7}{'α̂':>6}{'ĉ':>7}"
+    header = (f"{'method':<{name_width}}{'tok/s':>7}{'×ours AR':>9}{'per prompt':>12}"
+              f"{'×HF gen':>8}{'×peer':>7}{'×best HF':>9}{'tok/fwd':>8}{'yield':>7}{'α̂':>6}{'ĉ':>7}"
               f"{'pred':>6}{'meas/pred':>10}  same as AR")
     lines = [header, "-" * len(header)]
     for s in summary:
