@@ -50,10 +50,11 @@ def commands(text: str):
                 yield match.group(1), " ".join(match.group(2).split())
 
 
-CASES = sorted({(module, args, where) for where, text in documents().items()
-                for module, args in commands(text)})
-# One case per distinct command (the first place that shows it), for readable test ids.
-CASES = list({(module, args): (module, args, where) for module, args, where in CASES}.values())
+FIRST_SHOWN = {}  # one case per distinct command, named by the first place that shows it
+for where, text in documents().items():
+    for module, args in commands(text):
+        FIRST_SHOWN.setdefault((module, args), (module, args, where))
+CASES = list(FIRST_SHOWN.values())
 
 
 class Parsed(Exception):
