@@ -53,6 +53,13 @@ BUDGET_S = {  # step -> (full, small) seconds
     "latency": (40, 90), "tests": (100, 240), "bench": (150, 180), "bench_batch": (90, 150),
 }
 GRACE_S = 20  # after a step's SIGINT at its budget, before SIGKILL
+
+
+def sigint_deliverable() -> None:
+    """In a step's process, before it runs: SIGINT back to its default. A job started with `&`
+    from a script or with nohup inherits SIGINT as ignored, and python then installs no
+    KeyboardInterrupt handler, so the stop at the budget would never reach bench's clean-up."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 TEST_FILES = {  # -k narrows the small run to two quick tests
     "full": (["tests/test_methods_greedy.py", "tests/test_batched.py",
               "tests/test_speculative_exact.py"], None),
@@ -137,8 +144,8 @@ class Run:
                         [str(ROOT)] + ([str(site)] if site.is_dir() else []) +
                         ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))}
         if self.budget == "small" and not self.device.startswith("cuda"):
-            # The dry run checks that every step works, not how fast this CPU is; one thread
-            # keeps it quick on a busy machine, where two threads can be ten times slower.
+            # The dry run checks that every step works, not how fast the CPU is; one thread
+            # keeps it quick on a busy machine, where OpenMP threads spin against other work.
             self.env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
 
     def left_s(self) -> float:
@@ -168,7 +175,8 @@ class Run:
             out.write("$ " + shlex.join(argv) + "\n")
             out.flush()
             process = subprocess.Popen(argv, cwd=ROOT, env=env or self.env, stdout=out,
-                                       stderr=subprocess.STDOUT, start_new_session=True)
+                                       stderr=subprocess.STDOUT, start_new_session=True,
+                                       preexec_fn=sigint_deliverable)
             timed_out = False
             try:
                 code = process.wait(timeout=timeout)

@@ -5,8 +5,10 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -197,27 +199,78 @@ def test_gpu_check_dry_run_on_the_cpu(tmp_path):
             if p.is_file()} == records
 
 
-def test_a_step_at_its_budget_is_interrupted_so_it_can_write_what_finished(tmp_path,
-                                                                           monkeypatch):
+class ReadyPopen(subprocess.Popen):
+    """The kit's Popen, returning only once the child wrote its `ready` file (its handlers are in
+    place), so the step's budget counts from there: no race with python's start-up. With
+    `sigint_ignored`, the child starts as under `&` in a script or nohup: SIGINT ignored, as
+    inherited, before the kit's own preexec_fn runs."""
+    ready: Path
+    sigint_ignored = False
+
+    def __init__(self, *args, **kwargs):
+        kit_preexec = kwargs.get("preexec_fn")
+
+        def preexec():
+            if self.sigint_ignored:
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+            if kit_preexec:
+                kit_preexec()
+
+        super().__init__(*args, **{**kwargs, "preexec_fn": preexec})
+        while not self.ready.exists() and self.poll() is None:
+            time.sleep(0.02)
+
+
+@pytest.mark.parametrize("sigint_ignored", [False, True], ids=["foreground", "background-job"])
+def test_a_step_at_its_budget_is_interrupted_so_it_can_write_what_finished(
+        tmp_path, monkeypatch, sigint_ignored):
     """SIGINT first (bench and bench_batch then write the prompts that finished, exit 130),
-    SIGKILL only if the step ignores it for GRACE_S."""
+    SIGKILL only if the step ignores it for GRACE_S; the same when the kit itself was started
+    as a background job."""
     from argparse import Namespace
 
-    monkeypatch.setitem(gpu_check.BUDGET_S, "bench", (6, 6))  # time for python to start
-    monkeypatch.setattr(gpu_check, "GRACE_S", 5)
+    monkeypatch.setitem(gpu_check.BUDGET_S, "bench", (1, 1))
+    monkeypatch.setattr(gpu_check, "GRACE_S", 2)
     monkeypatch.delenv("OUT", raising=False)
+    monkeypatch.setattr(ReadyPopen, "ready", tmp_path / "ready", raising=False)
+    monkeypatch.setattr(ReadyPopen, "sigint_ignored", sigint_ignored)
+    monkeypatch.setattr(gpu_check.subprocess, "Popen", ReadyPopen)
     run = gpu_check.Run(Namespace(device="cpu", budget="small", results_dir=tmp_path))
-    wrote = tmp_path / "partial.json"
-    polite = ("import sys, time\ntry:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n"
-              f"    open({str(wrote)!r}, 'w').write('{{}}')\n    sys.exit(130)\n")
+    wrote, ready = tmp_path / "partial.json", str(tmp_path / "ready")
+    polite = (f"import sys, time\ntry:\n    open({ready!r}, 'w').close()\n    time.sleep(60)\n"
+              f"except KeyboardInterrupt:\n    open({str(wrote)!r}, 'w').write('{{}}')\n"
+              f"    sys.exit(130)\n")
     status, _ = run.execute("bench", [sys.executable, "-c", polite])
     assert status == "failed" and wrote.is_file()
-    assert run.steps[-1]["note"] == "timed out after 6 s, stopped with SIGINT (exit 130)"
-    stubborn = ("import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
-                "time.sleep(60)\n")
+    assert run.steps[-1]["note"] == "timed out after 1 s, stopped with SIGINT (exit 130)"
+    (tmp_path / "ready").unlink()
+    stubborn = (f"import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+                f"open({ready!r}, 'w').close()\ntime.sleep(60)\n")
     status, _ = run.execute("bench", [sys.executable, "-c", stubborn])
-    assert status == "failed" and run.steps[-1]["note"] == "timed out after 6 s"
-    assert run.steps[-1]["seconds"] < 6 + 5 + 10
+    assert status == "failed" and run.steps[-1]["note"] == "timed out after 1 s"
+    assert run.steps[-1]["seconds"] < 1 + 2 + 10
+
+
+def test_a_kit_that_leaves_sigint_as_inherited_loses_the_partial_results(tmp_path, monkeypatch):
+    """The broken variant: without the kit's reset, a step started from a background job never
+    sees the stop and is killed without writing what finished."""
+    from argparse import Namespace
+
+    monkeypatch.setitem(gpu_check.BUDGET_S, "bench", (1, 1))
+    monkeypatch.setattr(gpu_check, "GRACE_S", 2)
+    monkeypatch.delenv("OUT", raising=False)
+    monkeypatch.setattr(ReadyPopen, "ready", tmp_path / "ready", raising=False)
+    monkeypatch.setattr(ReadyPopen, "sigint_ignored", True)
+    monkeypatch.setattr(gpu_check.subprocess, "Popen", ReadyPopen)
+    monkeypatch.setattr(gpu_check, "sigint_deliverable", lambda: None)
+    run = gpu_check.Run(Namespace(device="cpu", budget="small", results_dir=tmp_path))
+    wrote = tmp_path / "partial.json"
+    polite = (f"import sys, time\ntry:\n    open({str(tmp_path / 'ready')!r}, 'w').close()\n"
+              f"    time.sleep(60)\nexcept KeyboardInterrupt:\n"
+              f"    open({str(wrote)!r}, 'w').write('{{}}')\n    sys.exit(130)\n")
+    status, _ = run.execute("bench", [sys.executable, "-c", polite])
+    assert status == "failed" and not wrote.exists()
+    assert run.steps[-1]["note"] == "timed out after 1 s"
 
 
 def test_the_lean_transfer_takes_three_commands():

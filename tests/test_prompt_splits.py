@@ -49,15 +49,24 @@ def test_no_test_prompt_was_seen_before():
         assert not shared, (prompt["id"], sorted(shared)[:3])
 
 
-def test_no_training_prompt_covers_a_test_prompt():
+@pytest.mark.embedded
+def test_no_training_prompt_covers_a_test_prompt(monkeypatch, tmp_path):
+    """Reads the self-written prompts from the replies kept in the repository alone: an empty
+    cache (a fresh machine) must give the same 4 000 prompts as a warm one."""
+    import specnb.training.prompts
     from specnb.models.loading import load_model
     from specnb.training.prompts import self_written, too_close
 
     _, tokenizer = load_model()
+    kept = DATA_DIR / "head-data"
+    before = sorted((kept / "self-prompts").rglob("*.json"))
+    monkeypatch.setenv("SPECNB_HEAD_RECORDS", str(kept))  # conftest points it at an empty folder
+    monkeypatch.setattr(specnb.training.prompts, "cache_dir", lambda: tmp_path / "empty-cache")
     human = [p["prompt"] for p in load_prompts("train")]
     written = self_written(None, tokenizer, 4000, known=human, generate=False,
                            exclude=[p["prompt"] for p in load_prompts("eval")])
     assert len(written) == 4000  # the pool the head's data was written for
+    assert sorted((kept / "self-prompts").rglob("*.json")) == before  # read, nothing written
     seen = written + human + [p["prompt"] for p in load_prompts("eval")]
     for prompt in load_prompts("test"):
         assert not [t for t in seen if too_close(prompt["prompt"], [t])], prompt["id"]
