@@ -59,3 +59,21 @@ def test_every_record_names_its_cpu():
         if not named:
             unnamed.append(path.name)
     assert not unnamed, f"records that name no CPU: {unnamed}"
+
+
+def test_every_record_carries_its_date_versions_and_command():
+    """A record must say how to reproduce it: when, with which torch (and transformers where it
+    ran models through it), and the exact command that wrote it."""
+    import json
+    import re
+
+    missing = []
+    for path in sorted((DATA_DIR / "results").glob("*.json")):
+        record = json.loads(path.read_text())
+        versions = record.get("versions") or {"torch": record.get("torch") or
+                                              record.get("training", {}).get("torch")}
+        command = re.sub(r"^(\w+=\S+ )+", "", record.get("command", ""))  # SPECNB_CPU_PATH=… first
+        if not record.get("date") or not versions.get("torch") or \
+                not command.startswith(("python -m specnb", "python3 scripts/")):
+            missing.append(path.name)
+    assert not missing, f"records without a date, torch version or command: {missing}"

@@ -1,6 +1,6 @@
-"""Every command the documentation shows still parses: a reader who copies one from README.md,
-data/README.md (how each record was made) or a notebook's or assignment's markdown must not
-meet an unknown flag or a renamed module.
+"""Every command the documentation shows still parses: a reader who copies one from a README,
+TESTING.md, a record's `command` (how it was made) or a notebook's or assignment's markdown must
+not meet an unknown flag or a renamed module.
 
 Each command runs its module's `main` in this process until argparse has read the arguments,
 then stops (no model is loaded, nothing runs). A bare `python -m module` names a tool in prose
@@ -25,7 +25,10 @@ ENTRY = {"specnb": "specnb.__main__", "specnb.bench": "specnb.bench.compare"}
 
 def documents() -> dict:
     """{where: markdown text} for the READMEs and every notebook's markdown cells."""
-    texts = {name: (ROOT / name).read_text() for name in ("README.md", "data/README.md")}
+    texts = {name: (ROOT / name).read_text() for name in (
+        "README.md", "data/README.md", "TESTING.md", "specnb/README.md", "assignments/README.md")}
+    for path in sorted((ROOT / "data" / "results").glob("*.json")):  # each record's own command
+        texts[f"data/results/{path.name}"] = f"`{json.loads(path.read_text()).get('command', '')}`"
     for folder in ("notebooks", "assignments/source"):
         for path in sorted((ROOT / folder).glob("*.ipynb")):
             for index, cell in enumerate(json.loads(path.read_text())["cells"]):

@@ -31,6 +31,7 @@ import torch
 import transformers
 from tqdm.auto import tqdm
 
+from ..core.args import command_line
 from ..core.batch_kv import BatchedCachedLM
 from ..core.files import sigint_ignored, write_atomic
 from ..drafters.model import pad_token_id
@@ -311,6 +312,7 @@ def main(argv=None) -> dict:
     if min(args.batch_sizes) < 1 or args.gamma < 1 or args.repeats < 1 or args.warmup < 0:
         parser.error("batch sizes, --gamma and --repeats must be >= 1, --warmup >= 0")
     record = run(args, keep_partial=True)
+    record["command"] = command_line("python -m specnb.bench.batch", argv)
     with sigint_ignored():  # what was measured is written whole, a second Ctrl-C or not
         write_atomic(args.out, json.dumps(record, indent=1).encode())
         plot_batch_throughput(record).savefig(args.out.with_suffix(".png"), dpi=110,

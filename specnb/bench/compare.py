@@ -42,7 +42,7 @@ import torch
 import transformers
 from tqdm.auto import tqdm
 
-from ..core.args import check_out_file
+from ..core.args import check_out_file, command_line
 from ..core.files import sigint_ignored, write_atomic
 from ..core.latency import measure_forward_latency
 from ..core.timed import timed  # notebooks and assignment 05 import it from here too
@@ -197,9 +197,8 @@ def all_methods(args, target, draft, head, cost_aware):
                 target, grown, ids, gamma=depth, **common, **sampled, generator=g))
     for widths, drafting, precision in runs("mixed", "mixed_int8"):
         # The head's tree and two prompt-lookup branches of up to --num-pred tokens, one tree.
-        # Lookup branches need a 2-token match here: 1-token matches on open-ended text added
-        # long branches that were rarely kept (head tree (2,) + lookup k = 10, Intel Xeon, 64
-        # tokens: open-ended 0.86-0.88x with 1-token matches, 1.02-1.07x with 2).
+        # Lookup branches need a 2-token match here: 1-token matches on open-ended text add
+        # long branches that are rarely kept but still cost checking (drafters/mixed.py).
         mixed = MixedDrafter(FeatureDrafter(drafting, stop_below=stop, tree=widths),
                              NgramDrafter(n_max=max(args.ngram_max, 2), n_min=2, branches=2))
         table[f"ours mixed{precision} tree={','.join(map(str, widths))}+lookup"] = (
@@ -622,6 +621,7 @@ def main(argv=None) -> None:
     record = run(args, keep_partial=True)
     with sigint_ignored():  # what was measured is written whole, a second Ctrl-C or not
         record["wall_s"] = time.perf_counter() - start
+        record["command"] = command_line("python -m specnb.bench", argv)
         record["summary"] = summaries(record)
         write_atomic(args.out, (json.dumps(record, indent=1) + "\n").encode())
         plot_speedups(record).savefig(args.out.with_suffix(".png"), dpi=110)

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import torch
 
+from ..core.args import command_line
 from ..models.data import DATA_DIR
 from ..models.attention import NAME as ATTENTION
 from ..models.fast_path import choose, calibrate, cpu_identity, use_path, why_not_prepacked
@@ -126,6 +127,7 @@ def main(argv=None) -> dict:
         parser.error("--max-k must be >= 2, --prefix-len >= 1, --repeats >= 2")
     model, _ = load_model(args.model, device="cpu", dtype=torch.float32, cpu_path="dense")
     record = run(model, range(1, args.max_k + 1), args.prefix_len, args.repeats, rounds=2)
+    record["command"] = command_line("python -m specnb.bench.cpu_path", argv)
     out = args.out or DATA_DIR / "results" / f"latency-cpu-{record['cpu']['tag']}.json"
     print(format_table(record))
     out.parent.mkdir(parents=True, exist_ok=True)

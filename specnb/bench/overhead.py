@@ -30,9 +30,10 @@ import time
 from pathlib import Path
 
 import torch
+import transformers
 from tqdm.auto import tqdm
 
-from ..core.args import check_out_file
+from ..core.args import check_out_file, command_line
 from ..core.batch_kv import BatchedCachedLM
 from ..drafters import Drafter, NoDrafter
 from ..methods import autoregressive, speculative
@@ -101,8 +102,8 @@ class Clocks:
 
 @contextlib.contextmanager
 def instrumented(drafter, count_syncs: bool):
-    """Wrap the loop's callables in clocks (and, if asked, tensor reads in counters: that costs
-    about 1 ms per iteration itself, so timed runs do not count) for the duration."""
+    """Wrap the loop's callables in clocks (and, if asked, tensor reads in counters: that adds
+    time of its own to every iteration, so timed runs do not count) for the duration."""
     clocks = Clocks()
     speculative_module = sys.modules[speculate.__module__]  # the loop's module: its globals
     run_module = sys.modules[Run.__module__]
@@ -246,8 +247,10 @@ def main(argv=None) -> dict:
             for each, gamma, label in tqdm(methods, desc="methods")]
     cpu = cpu_identity()
     record = {"cpu": cpu, "threads": torch.get_num_threads(), "pair": args.pair,
-              "torch": torch.__version__, "python": platform.python_version(),
+              "torch": torch.__version__, "transformers": transformers.__version__,
+              "python": platform.python_version(),
               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+              "command": command_line("python -m specnb.bench.overhead", argv),
               "prompts": args.prompts, "max_new_tokens": args.max_new_tokens,
               "repeats": args.repeats, "runs": runs}
     print(format_report(record))

@@ -11,6 +11,8 @@ It does not check prompts or batches (`specnb.methods.inputs` does).
 
 import numbers
 import os
+import shlex
+import sys
 from pathlib import Path
 
 import torch
@@ -76,3 +78,10 @@ def check_out_file(parser, flag: str, path: Path) -> None:
     if path.is_dir():
         parser.error(f"{flag} {path} is a folder; give a file name such as {path / 'bench.json'}")
     _writable_ancestor(parser, flag, path.parent)
+
+
+def command_line(prog: str, argv=None) -> str:
+    """The command a record was made with, to store in it: `prog` and its arguments (sys.argv's
+    when `argv` is None). Example: command_line("python -m specnb.bench", ["--prompts", "4"])
+    -> "python -m specnb.bench --prompts 4"."""
+    return shlex.join([*prog.split(), *(sys.argv[1:] if argv is None else argv)])

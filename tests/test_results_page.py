@@ -1,0 +1,67 @@
+"""RESULTS.md is generated from data/results/ and cannot go stale: regenerating it must give the
+committed file, a changed record must change the page, and a file no command wrote is refused."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from specnb.bench import results
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORDS = ROOT / "data" / "results"
+
+
+def test_the_committed_page_is_what_the_records_give(capsys):
+    assert results.main(["--check"]) == 0, capsys.readouterr().err
+
+
+def test_every_record_is_on_the_page_with_its_command_and_date():
+    page = (ROOT / "RESULTS.md").read_text()
+    for path in sorted(RECORDS.glob("*.json")):
+        record = json.loads(path.read_text())
+        assert f"### {path.stem}\n" in page, path.name
+        section = page.split(f"### {path.stem}\n", 1)[1].split("\n### ", 1)[0]
+        assert f"`{record['command']}`" in section, path.name
+        assert str(record["date"])[:10] in section, path.name
+
+
+@pytest.fixture
+def copied(tmp_path):
+    folder = tmp_path / "results"
+    shutil.copytree(RECORDS, folder, ignore=shutil.ignore_patterns("*.png", "*.tar.gz"))
+    return folder
+
+
+def test_a_changed_record_makes_the_check_fail(copied, tmp_path):
+    out = tmp_path / "RESULTS.md"
+    assert results.main(["--results", str(copied), "--out", str(out)]) == 0
+    assert results.main(["--results", str(copied), "--out", str(out), "--check"]) == 0
+    path = copied / "bench-cpu.json"
+    record = json.loads(path.read_text())
+    slow = next(r for r in record["rows"] if r["method"] != "ours autoregressive")
+    slow["seconds"] *= 2  # the method took twice as long: its speedup halves
+    path.write_text(json.dumps(record))
+    assert results.main(["--results", str(copied), "--out", str(out), "--check"]) == 1
+
+
+def test_a_file_no_command_wrote_is_refused(copied):
+    (copied / "notes.json").write_text(json.dumps({"speedup": 9.9}))
+    with pytest.raises(ValueError, match="notes.json: not a record of a known command"):
+        results.page(copied)
+
+
+def test_speedups_come_from_tokens_per_second_with_the_prompts_range():
+    """Two prompts: the method is 2× and 1.5× as fast as ours autoregressive there."""
+    rows = [{"method": method, "prompt_id": prompt, "group": "open-ended", "new_tokens": 8,
+             "seconds": seconds, "spread": 0.0, "target_forwards": 8 if ar else 4, "drafted": 0,
+             "accepted": 0, "alpha_hat": float("nan"), "c_hat": float("nan"),
+             "gamma": 0 if ar else 1, "identical": True}
+            for method, ar in (("ours autoregressive", True), ("ours feature head γ=1", False))
+            for prompt, seconds in (("a", 2.0 if ar else 1.0), ("b", 3.0 if ar else 2.0))]
+    rows.append({**rows[0], "method": "HF generate"})
+    rows.append({**rows[1], "method": "HF generate"})
+    record = {"settings": {"max_new_tokens": 8, "temperature": 0.0, "repeats": 1}, "rows": rows}
+    table = "\n".join(results.bench_section(record))
+    assert "| ours feature head γ=1 | 1.67 | 1.50–2.00 |" in table  # 16 tokens in 3 s vs 5 s
