@@ -1,9 +1,10 @@
 """`python3 scripts/gpu_head.py`: the feature head's data and training at scale, on a lent GPU.
 
-On a 2-core CPU the target writes 120-290 answer tokens a second and an epoch over 2 M tokens
-takes 20 minutes; a lent GPU does both at a larger scale within one command, and only the
-products come back (the features themselves, ~6 KB per token, stay there). Steps, each logged,
-inside one deadline (`--deadline`, 560 s by default, under the 10 minutes of one remote command):
+On a CPU, writing millions of answer tokens with the target and training epochs over them are
+slow (data/README.md records the runs); a lent GPU does both at a larger scale within one
+command, and only the products come back (the features themselves, ~6 KB per token, stay
+there). Steps, each logged, inside one deadline (`--deadline`, 560 s by default, under the 10
+minutes of one remote command):
 
     weights  dequantize the embedded GGUF if it was sent (scripts/gpu_transfer.py join first)
     data     python -m specnb.training.head_data --device D --rounds R --tokens N: first the
@@ -45,8 +46,8 @@ ROOT = gpu_transfer.ROOT
 RECORDS = ROOT / "data" / "head-data" / "answers"
 PART_BYTES = 15 * 2**20  # a returned file must stay under 16 MiB
 BYTES_PER_TOKEN = 8_000  # a shard's size per answer token (fp16 features of 4 layers, top-16,
-#                          prompt positions too): 6.1 KB on average over 2.47 M tokens, 8.2 KB
-#                          for the first shard (long human-written prompts)
+#                          prompt positions too), rounded up: the average shard is smaller, one
+#                          of long human-written prompts comes near it
 SETTINGS = {  # budget -> what the run asks for
     "full": dict(tokens=9_000_000, rounds=16, rows=512, epochs=2, batch_size=32, lr=1e-3,
                  data_share=0.55),

@@ -1,7 +1,7 @@
 """Package attributes that import their module on first use (PEP 562).
 
 `import specnb` (or `from specnb.course import checks`) would otherwise import every layer, with
-torch, transformers and scipy behind them: 4 to 9 seconds, paid by every kernel and command even
+torch, transformers and scipy behind them: seconds, paid by every kernel and command even
 when it needs one function. A package lists {name: module} and hands out its attributes as they
 are asked for; a name that is not listed but is a submodule (`specnb.core.batch_kv`) imports it.
 

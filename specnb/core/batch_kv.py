@@ -231,9 +231,9 @@ class BatchedCachedLM(TimedModel):
     def _tidy(self, crop: bool) -> None:
         """Compact when holes pile up; until then they stay in place, masked. After a tree
         chunk (`crop`), first crop the trailing slots no row uses: a tree leaves many. A chain
-        leaves a rejected draft or two: cropping every layer's keys and values for those cost
-        more (60 tensor slices, ~0.4 ms per iteration on a 2-core Xeon) than attending over
-        them, so they wait for the next compaction. One host read either way."""
+        leaves a rejected draft or two: cropping every layer's keys and values for those (two
+        tensor slices per layer, every iteration) costs more in per-op overhead than attending
+        over them, so they wait for the next compaction. One host read either way."""
         if crop:
             slot_numbers = torch.arange(1, self.num_slots + 1, device=self.device)
             num_used, longest = torch.stack([(self.valid.any(0) * slot_numbers).max(),

@@ -10,8 +10,9 @@ to tune. A guess two drafters share is one node.
                                         └── d ── e
 
 Every branch costs checking, kept or not: give the n-gram part `n_min=2` where answers are
-open-ended (1-token matches there added long copied branches that were rarely kept, and the
-mixed drafter fell below the head alone: `data/results/bench-cpu-mixed-intel-xeon-avx512.json`).
+open-ended (there a 1-token match adds a long copied branch that is rarely kept, and the mixed
+drafter can fall below the head alone: the mixed drafter's records,
+data/results/bench-cpu-mixed*.json, shown in RESULTS.md).
 
 The merged candidates are point masses, so the parts must propose deterministic drafts (no
 law q): `NgramDrafter`, a `FeatureDrafter` with a `tree` (or any drafter at T = 0). After

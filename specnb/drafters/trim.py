@@ -1,16 +1,16 @@
 """Trim a static token tree, each iteration, to the nodes that pay for their place.
 
 A static tree such as (4, 2, 1) scores 8 tokens in every target forward. On a CPU a wider
-forward costs more (t(k)/t(1) through the loop's cache on the 2-core AMD EPYC here: about 1.2
-for k = 2..4, 1.3 for 5..7, 1.4 for 8..10), while what a node adds depends on the iteration:
+forward costs more (t(k)/t(1) rises with k, by as much as the CPU's kernels make it:
+data/results/latency-cpu-*.json), while what a node adds depends on the iteration:
 when the head is sure of its best guess, its runners-up are almost never the target's token;
 when it is unsure, the depths below its best guess are rarely reached. So the drafter drafts the
 whole tree, then keeps the sub-tree with the most expected tokens per unit of time.
 
 The head's own law estimates each node's chance. At T = 0 a node of depth d and rank r is kept
 when the best nodes above it were kept and its token is the target's choice; with q_{d,r} the
-head's probability of that token after its parent (the shipped head is roughly calibrated: of
-the depth-1 guesses it gave 0.5-0.6, 0.60 were the target's on the eval prompts), a sub-shape
+head's probability of that token after its parent (an estimate as good as the head is
+calibrated; the shipped head roughly is, on the eval prompts), a sub-shape
 w' (w'_d <= w_d nodes at depth d, the best first) yields
 
     E(w') = 1 + sum_d (prod_{j<d} q_{j,1}) * sum_{r <= w'_d} q_{d,r}     tokens per iteration

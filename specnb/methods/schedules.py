@@ -132,8 +132,8 @@ class CostAwareGamma(GammaSchedule):
         if not stats.draft_forwards:
             raise ValueError("drafter_run made no draft forwards: run speculative with gamma >= 1")
         cost_ratio = (stats.draft_s / stats.draft_forwards) / (one / 1000)
-        # A forward over more tokens never costs less: a dip in a noisy curve (k=4: 1.55,
-        # k=5: 1.32) is noise, and would make long blocks look cheaper than short ones.
+        # A forward over more tokens never costs less: a dip in a noisy curve (t(5) below
+        # t(4), say) is noise, and would make long blocks look cheaper than short ones.
         checking, highest = {}, 0.0
         for k, ms in sorted(zip(counts, median_ms)):
             highest = max(highest, ms / one)

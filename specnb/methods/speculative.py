@@ -115,9 +115,9 @@ def generate(target, drafter, input_ids, *, gamma, max_new_tokens, temperature, 
     prompts, max_new_tokens = prompt_list(target, input_ids, attention_mask, max_new_tokens)
     models = [target] + ([drafter.model] if isinstance(drafter, ModelDrafter) else [])
     modes = [model.training for model in models]
-    # Inference mode for the whole loop, not only the forwards: each of the loop's ~200 small
-    # tensor ops per iteration then skips autograd's bookkeeping (about 0.5 ms per iteration on
-    # a 2-core Xeon, `python -m specnb.bench.overhead`).
+    # Inference mode for the whole loop, not only the forwards: each of the loop's many small
+    # tensor ops per iteration then skips autograd's bookkeeping, a cost per op that shows where
+    # forwards are short (`python -m specnb.bench.overhead` times the loop's own work).
     try:
         with torch.inference_mode():
             run = Run(target, drafter, prompts, max_new_tokens=max_new_tokens,

@@ -4,11 +4,12 @@ The embedded model has 9 query heads and 3 key/value heads. transformers' SDPA a
 torch's kernel share each key/value head among its query heads (`enable_gqa`) only when there
 is no attention mask; with a mask and more than one query token (checking drafts: a chain
 after a cached prefix, a token tree, padded rows) it first copies every layer's keys and values
-3× (`repeat_kv`), a copy of the whole cache per forward. Measured on a 2-core Intel Xeon
-(AVX-512, torch 2.13.0, 200-token prefix, median of 7): a forward of 2, 3, 4, 8 tokens took
-38.6, 40.7, 54.5, 68.7 ms with the copies and 36.3, 38.8, 51.4, 64.0 ms without, one token
-35.6 ms either way, and the logits were bitwise equal (the same CPU kernel reads the shared
-heads in place). So checking drafts gets cheaper and nothing else changes.
+3× (`repeat_kv`), a copy of the whole cache per forward. Sharing the heads in place skips
+that copy, whose cost grows with the cached length; a one-token forward is unchanged, and the
+logits agree to float rounding (the same CPU kernel reads the shared heads in place,
+tests/test_attention.py). So checking drafts gets cheaper and nothing else changes. How much
+cheaper depends on the CPU and the cached length: `python -m specnb.bench.cpu_path` times both
+attentions ("attention_pass_ms" in data/results/latency-cpu-*.json).
 
 `use_gqa_attention(model)` registers `gqa_sdpa_attention` under the name "specnb_sdpa" and
 switches a model that uses "sdpa" to it. The function takes only that one case, on the CPU

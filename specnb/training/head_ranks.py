@@ -14,8 +14,8 @@ so what they accept is not a function of the rank table: the record also holds, 
 tree, the drafts it accepted per iteration on the same prompts, and the advisor weighs those
 against the static shapes. Where int8 drafting applies (`specnb.models.int8_draft`), the head's
 int8 copy is measured too ("int8": its own acceptance by rank, static shapes only), so the
-advisor can weigh its lower cost against its agreement. Re-run it after retraining the head.
-About 8 minutes on a 2-core CPU.
+advisor can weigh its lower cost against its agreement. Re-run it after retraining the head
+(minutes on a CPU).
 """
 
 import argparse
@@ -37,8 +37,8 @@ from ..models.tree_shape import RANKS_FILE
 from ..theory import acceptance_by_rank, check_tree_shape, rank_counts
 
 MEASURED_SHAPE = (4, 2, 2)
-# Dynamic trees worth weighing: 2-3 nodes where checking 3-4 tokens is nearly free (this CPU),
-# 4-8 where a wide forward is (a GPU).
+# Dynamic trees worth weighing: 2-3 nodes where checking 3-4 tokens is nearly free (a CPU whose
+# curve is flat there: data/results/latency-cpu-*.json), 4-8 where a wide forward is (a GPU).
 DYNAMIC = ((2, 2, 2), (3, 3, 2), (4, 3, 2), (8, 4, 3))
 
 

@@ -15,7 +15,8 @@ answers, without a KV cache). Features at every fed position, the top-k log-prob
 the last prompt position and after every answer position (-1 / 0 before): the layout of
 `slots.generate_stream`, equal to it up to float rounding (`mismatches` compares two shards).
 No sequential decoding, but still one forward per position: on a CPU, where generating with
-continuous batching also runs one per position, it is only about 1.7× faster (data/README.md).
+continuous batching also runs one per position, it is only modestly faster (data/README.md
+records both).
 
 $SPECNB_HEAD_RECORDS redirects the folder (the tests do). It generates no answers and decides
 no plan (`head_data` does).

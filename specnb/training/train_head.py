@@ -271,9 +271,9 @@ def main(argv=None) -> None:
     parser.add_argument("--regression-weight", type=float, default=1.0,
                         help="weight of the feature regression loss (0: cross-entropy only)")
     parser.add_argument("--bf16", action="store_true",
-                        help="autocast training's matrix products to bfloat16: measured 1.6x "
-                             "faster per batch on an Intel Xeon with AMX; CPUs without bfloat16 "
-                             "units may be slower (weights and losses stay float32)")
+                        help="autocast training's matrix products to bfloat16: faster on GPUs "
+                             "and on CPUs with bfloat16 matrix units, possibly slower on CPUs "
+                             "without them (weights and losses stay float32)")
     parser.add_argument("--train-lm-head", action="store_true",
                         help="train the LM head too (default: frozen target embedding rows)")
     parser.add_argument("--init", type=Path, metavar="HEAD", default=None,

@@ -49,8 +49,8 @@ def toy_pair(shape: float = 1.0, temperature: float = 1.0) -> ToyPair:
     """The toy p and q at one temperature (0 = greedy one-hots), with min, residual, Σ min.
 
     Computed in float64 and rounded once to float32, so every CPU gets the same bits: a float32
-    softmax or sum rounds differently with each vector width (AVX-512, AVX2, none), and
-    notebooks that sample from the toy pair print its exact counts.
+    softmax or sum rounds differently with each vector width torch's CPU kernels use
+    (`ATEN_CPU_CAPABILITY`), and notebooks that sample from the toy pair print its exact counts.
     """
     target_logits, draft_logits = toy_logits(shape)
     p, q = (_exact_probs(logits, temperature) for logits in (target_logits, draft_logits))

@@ -305,9 +305,10 @@ class Clock:
 CLOCK_FACTOR = 2.5  # a median of 3 against one run, on a machine grading other work: noisy
 # A checking cost is a ratio of two runs' step times, so the machine's speed cancels: tighter.
 CHECKING_FACTOR = 1.5
-# Eq. (2) leaves out the loop's own work and the draft's prompt forward (a few per cent on a
-# CPU; measured 0.95 to 1.03 of the clock at γ = 1 and 4); the theorem's cost of 1 misses by
-# the whole checking cost (1.6 at γ = 4 on an Intel Xeon: 0.72 of the clock).
+# Eq. (2) leaves out the loop's own work and the draft's prompt forward, a few per cent of the
+# clock on a CPU: well within the factor. A row priced with the theorem's checking cost of 1
+# misses the clock by (γĉ + t(γ+1)/t(1)) / (γĉ + 1): outside the factor where checking γ + 1
+# tokens costs well over 1.3 one-token forwards (each CPU's curve: data/results/latency-cpu-*).
 CHECKED_FACTOR = 1.3
 # The check's own clock, re-run when a row disagrees with it (see check_timing_table).
 CLOCK_ATTEMPTS = 3
