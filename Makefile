@@ -40,7 +40,7 @@ run: $(READY)
 
 # Tests run in parallel (pytest-xdist): one worker per core, each test file or notebook whole on
 # one worker (nbval runs a notebook's cells in order, in one kernel), one torch thread per worker
-# so that they do not fight over the cores (README, Tests); longest files first (conftest.py).
+# so that they do not fight over the cores (TESTING.md); longest files first (conftest.py).
 # `make test TEST_WORKERS=0` runs it in one process.
 TEST_WORKERS ?= auto
 PARALLEL := OMP_NUM_THREADS=1 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
@@ -59,7 +59,7 @@ test-fast: $(EXTRA)test
 		-m "not embedded and not notebooks and not slow and not browser" tests
 
 # The same checked notebook outputs and exactness tests with the kernels another CPU would run
-# (README, "Tests": keeping outputs portable). PyTorch's ATEN_CPU_CAPABILITY picks its own vector
+# (TESTING.md, "Keeping notebook outputs portable"). PyTorch's ATEN_CPU_CAPABILITY picks its own vector
 # kernels (softmax, exp, reductions), MKL_ENABLE_INSTRUCTIONS the matrix products',
 # ONEDNN_MAX_CPU_ISA oneDNN's; each setting changes the model's logits in the last bits, as an
 # AVX2 laptop or an older CPU does. The exactness tests also run natively (the notebooks' native
@@ -86,7 +86,7 @@ $(OLDEST): $(READY)
 	$(PY) -m pip install --quiet --target $(OLDEST) transformers==$(OLDEST_TRANSFORMERS)
 
 # The course as a static HTML book from the notebooks' committed outputs (nothing is executed):
-# open book/_build/html/index.html, or publish that folder (README, For instructors).
+# open book/_build/html/index.html, or publish that folder (assignments/README.md).
 book: $(EXTRA)book
 	$(PY) -m specnb.course.book
 
@@ -96,7 +96,7 @@ lab: $(EXTRA)notebooks
 clean:
 	rm -rf $(VENV)
 
-# Student versions of assignments/source (see README, "For instructors").
+# Student versions of assignments/source (see assignments/README.md).
 .PHONY: assignments
 assignments: $(EXTRA)instructor
 	$(PY) -m specnb.course.assignments release --out assignments/release

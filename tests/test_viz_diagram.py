@@ -53,3 +53,18 @@ def test_iteration_parts_reads_a_trace_iteration():
     plt.close(diagram.draft_check_figure(**parts))
     with pytest.raises(ValueError, match="drafted nothing"):
         diagram.iteration_parts(Iteration(emitted=[EmittedToken(7, "target")]), str)
+
+
+def test_the_readme_picture_is_drawn_by_its_script(tmp_path):
+    """book/_static/one-iteration.png, the README's picture, comes from scripts/readme_figure.py."""
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("readme_figure", root / "scripts" / "readme_figure.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    out = script.main(tmp_path / "one-iteration.png")
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert script.OUT.is_file() and 'src="book/_static/one-iteration.png"' in (
+        root / "README.md").read_text()

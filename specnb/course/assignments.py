@@ -224,8 +224,8 @@ def library_use_messages(submitted, source) -> dict:
 
 def kernel_env(threads: int) -> dict:
     """The kernel's environment: `threads` torch/OpenMP threads. A grading machine runs several
-    kernels on shared cores, where spinning OpenMP threads slow everything down (24 tokens:
-    50 s with torch's default against 2 s with one thread, next to another busy process)."""
+    kernels on shared cores, where OpenMP threads that spin while waiting for a busy core slow
+    every kernel down far more than the extra threads gain; one thread each avoids that."""
     env = dict(os.environ)
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         env[name] = str(threads)
@@ -569,7 +569,7 @@ def main(argv=None) -> int:
             parser.error(str(error))
         print("\n".join(f"wrote {path}" for path in written))
         print(f"next: cd {args.course_dir} && nbgrader generate_assignment <assignment> "
-              f"(README, For instructors)")
+              f"(assignments/README.md)")
     else:
         grade(args.submissions, args.source, args.timeout, args.executed,
               notebook_timeout=args.notebook_timeout, jobs=args.jobs, threads=args.threads)

@@ -8,7 +8,7 @@ rewritten) and runs Sphinx there with `book/conf.py`:
 
 - `index.md`: `book/index.md` (the front page: the learning path) with the table of notebooks
   taken from README.md's "The notebooks", each name linked to its page;
-- `instructors.md`: README.md's "For instructors", then `assignments/README.md`;
+- `instructors.md`: `assignments/README.md` (releasing and grading the assignments);
 - `notebooks/*.ipynb`: each notebook with two changes a static page needs. A widget's output
   (sliders need a running kernel) becomes a one-line note that says so and how to start
   JupyterLab, instead of a blank space; "notebook 05" in the prose becomes a link to that page.
@@ -109,11 +109,12 @@ def front_page(readme: str, rows) -> str:
     return template.replace(TABLE_MARKER, "\n".join(table + [""] + toctree))
 
 
-def instructors_page(readme: str) -> str:
-    assignments = (ROOT / "assignments" / "README.md").read_text(encoding="utf-8")
-    body = re.sub(r"^# .*\n", "", assignments, count=1).replace("\n## ", "\n### ")
-    return ("# For instructors\n\n" + readme_section(readme, "For instructors")
-            + "\n\n## The assignments in detail\n\n" + body.strip() + "\n")
+def instructors_page() -> str:
+    """assignments/README.md, whose title is "For instructors", as it is."""
+    page = (ROOT / "assignments" / "README.md").read_text(encoding="utf-8")
+    if not page.startswith("# For instructors\n"):
+        raise ValueError("assignments/README.md must start with '# For instructors'")
+    return page
 
 
 def stage(source: pathlib.Path) -> list[str]:
@@ -126,7 +127,7 @@ def stage(source: pathlib.Path) -> list[str]:
     rows = notebook_table(readme, names)
     pages = {name[:2]: name for name in names}
     (source / "index.md").write_text(front_page(readme, rows), encoding="utf-8")
-    (source / "instructors.md").write_text(instructors_page(readme), encoding="utf-8")
+    (source / "instructors.md").write_text(instructors_page(), encoding="utf-8")
     for name in names:
         notebook = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
         nbformat.write(static_notebook(notebook, pages), source / "notebooks" / f"{name}.ipynb")

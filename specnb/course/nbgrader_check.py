@@ -41,8 +41,8 @@ reference solution), never from the submission, which a student can edit. The so
 from the ids nbgrader puts in `resources["nbgrader"]` (converters/base.py, lines 207-210) and the
 course's CourseDirectory. `GuardedExecute` also starts each kernel in an empty throw-away folder
 (nbgrader's Execute starts it in the autograded copy of the student's folder, where files shipped
-beside the notebook are). What still differs from `grade` is listed in the README ("For
-instructors").
+beside the notebook are). What still differs from `grade` is listed in assignments/README.md
+("With nbgrader").
 """
 
 import pathlib

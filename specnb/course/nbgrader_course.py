@@ -13,8 +13,8 @@ PATH when it creates gradebook.db, so `.venv/bin/nbgrader` works without activat
 It refuses a DIR that exists and is not empty (unless `force`, which overwrites the config and
 the source notebooks and leaves everything else: gradebook, releases, submissions), and a source
 notebook that is not a notebook or has no nbgrader test cell, before writing anything. It does
-not run nbgrader: `nbgrader generate_assignment` and `nbgrader autograde` do the rest (README,
-"For instructors").
+not run nbgrader: `nbgrader generate_assignment` and `nbgrader autograde` do the rest
+(assignments/README.md, "With nbgrader").
 """
 
 import pathlib
