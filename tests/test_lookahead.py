@@ -55,6 +55,62 @@ def test_pooled_ngrams_are_checked_and_the_budget_bounds_depth():
     assert nothing.token_ids.shape == (1, 0) and drafter.columns[0] is None
 
 
+def test_the_carry_is_jacobis_next_block_and_is_checked_first():
+    """Nothing accepted: Jacobi would next check the target's argmax at the trunk's nodes
+    (41 after 12, 42 after 13), padded with the last; lookahead checks it as a candidate."""
+    drafter = LookaheadDrafter(window=3, ngram=3, candidates=2)
+    drafter.start(None, [[7, 8, 9]], torch.tensor([9]), eos_ids={0})
+    drafter.windows = [[[11, 12, 13], [21, 22, 23]]]
+    drafter.propose(torch.tensor([4]), width=4, temperature=0.0, generator=None)
+    argmax = torch.tensor([[40, 41, 42, 31, 32, 33]])  # at [pending, 12, 13, 21, 22, 23]
+    drafter.update(Step(torch.tensor([[40]]), torch.tensor([0]), [[40]], None, 5, argmax))
+    assert drafter.depth == 3 and drafter.carries[0] == [41, 42, 42]
+    proposal = drafter.propose(torch.tensor([4]), width=4, temperature=0.0, generator=None)
+    # The carry chain first (under the new pending token 40), then the window: trunk 22, 23,
+    # the new level 31 (under 40), 32 (under 22), 33 (under 23).
+    assert proposal.token_ids.tolist() == [[41, 42, 42, 22, 23, 31, 32, 33]]
+    assert proposal.parents.tolist() == [[-1, 0, 1, -1, 3, -1, 3, 4]]
+
+
+def test_the_carry_follows_the_branch_that_was_accepted():
+    """Two trunk tokens accepted (12, 13 under 9, the target's argmax was 12, 13, 50): the carry
+    continues past the accepted ones along the trunk (here: nothing left, so the bonus 50)."""
+    drafter = LookaheadDrafter(window=4, ngram=2, candidates=2)
+    drafter.start(None, [[7, 8, 9]], torch.tensor([9]), eos_ids={0})
+    drafter.windows = [[[11, 12, 13, 14]]]
+    proposal = drafter.propose(torch.tensor([4]), width=4, temperature=0.0, generator=None)
+    assert proposal.token_ids.tolist() == [[12, 13, 14]]  # trunk 12 -> 13 -> 14
+    argmax = torch.tensor([[12, 13, 50, 51]])  # 12 and 13 match, 14 does not (50)
+    drafter.update(Step(torch.tensor([[12, 13, 50]]), torch.tensor([2]), [[12, 13, 50]], None,
+                        3, argmax))
+    assert drafter.carries[0] == [51, 51, 51]  # argmax at 14 (past 13), padded to depth 3
+
+
+def test_a_window_node_repeating_a_sibling_is_that_sibling():
+    """A pooled n-gram (12, 99) and the trunk's 12 under the same pending token: one node 12,
+    both continuations under it, so neither hides the other from the tree rule."""
+    drafter = LookaheadDrafter(window=3, ngram=2, candidates=2)
+    drafter.start(None, [[7, 8, 9]], torch.tensor([9]), eos_ids={0})
+    drafter.windows = [[[11, 12, 13]]]
+    drafter.pools = [{9: [(12, 99)]}]
+    proposal = drafter.propose(torch.tensor([4]), width=4, temperature=0.0, generator=None)
+    assert proposal.token_ids.tolist() == [[12, 99, 13]]
+    assert proposal.parents.tolist() == [[-1, 0, 0]]
+    assert drafter.columns[0][(0, 1)] == 1  # the trunk's 12 is read back at the shared node
+
+
+@pytest.mark.embedded
+def test_lookahead_keeps_what_jacobi_keeps(embedded):
+    """The prompt where lookahead once made fewer tokens per forward than Jacobi (block 8): with
+    Jacobi's own next block among its candidates it makes at least as many, greedy-exact."""
+    model, tokenizer = embedded
+    ids = specnb.chat_ids(tokenizer, "Explain in three sentences why the sky is blue.")
+    jacobi = specnb.jacobi(model, ids, block=8, max_new_tokens=64)
+    lookahead = specnb.lookahead(model, ids, window=5, ngram=3, candidates=5, max_new_tokens=64)
+    assert lookahead.tokens == jacobi.tokens
+    assert lookahead.stats.target_forwards <= jacobi.stats.target_forwards
+
+
 def test_the_pool_keeps_the_newest_distinct_ngrams():
     drafter = LookaheadDrafter(window=1, ngram=2, candidates=2)
     drafter.start(None, [[3]], torch.tensor([3]), eos_ids=set())

@@ -21,11 +21,15 @@ own. After the forward the target's argmax at each node of the top level is the 
 column c then reads as one n-gram, bottom to top (level 0's token, level 1's, ..., the new one),
 pooled under its first token; the levels shift down by one.
 
-Every fed node is also a candidate: the trunk x a b c is Jacobi's own guess, each column a
-branch, each pooled n-gram a chain. All are deterministic point masses, so the exact tree rule
-(`tree_verify`) keeps the target's law at any temperature (greedy: its argmax), whatever the pool
-holds. The window is only a heuristic: it is not realigned when tokens are accepted (as in the
-reference implementations), a stale guess just matches less often.
+Every fed node is also a candidate: the trunk x a b c is a Jacobi guess, each column a branch,
+each pooled n-gram a chain. The window is not realigned when tokens are accepted (as in the
+reference implementations), so its trunk goes stale; what Jacobi decoding itself would check
+next is another candidate, the *carry*: the target's argmax at the nodes just past the accepted
+ones, along the branch that was followed (Jacobi's refreshed, unconverged guesses, realigned to
+the new pending token). Checking it beside the pool means lookahead never throws away the
+guesses Jacobi keeps. All candidates are deterministic point masses, so the exact tree rule
+(`tree_verify`) keeps the target's law at any temperature (greedy: its argmax), whatever they
+hold.
 
 Why a drafter rather than a second loop: the verification branch is a tree of candidates, the
 lookahead branch more nodes of the same tree; what is new is the drafter's state (window, pool),
@@ -65,8 +69,8 @@ class LookaheadDrafter(Drafter):
     @property
     def max_fed(self) -> int:
         """Tokens one forward feeds at most: the pending one, the window's nodes (late ones
-        included) and `candidates` pooled continuations of `ngram - 1` tokens."""
-        return 1 + len(self.nodes) + self.candidates * (self.ngram - 1)
+        included), `candidates` pooled continuations of `ngram - 1` tokens and the carry."""
+        return 1 + len(self.nodes) + self.candidates * (self.ngram - 1) + self.depth
 
     @property
     def levels(self) -> int:
@@ -85,6 +89,8 @@ class LookaheadDrafter(Drafter):
                                  for j in range(self.levels)])
         self.pools = [{} for _ in prompts]  # first token -> continuations (N - 1 tokens each)
         self.columns = [None] * len(prompts)  # per row, fed column of node (level, column)
+        self.carries = [[] for _ in prompts]  # per row, Jacobi's next guesses (`carry`)
+        self.trees = [None] * len(prompts)  # per row, what `update` reads back (`_tree_of`)
         self.ngrams_pooled = 0
 
     def _lookahead_nodes(self) -> list:
@@ -104,7 +110,13 @@ class LookaheadDrafter(Drafter):
                 self.columns[b] = None
                 continue
             pooled = [cut_after_eos(list(g)[:budget], self.eos_ids) for g in grams]
-            tokens, parents = trie(pooled)
+            carry = cut_after_eos(self.carries[b][:budget], self.eos_ids)
+            info[-1]["carry"] = len(carry)
+            tokens, parents = trie(pooled + [carry])
+            # A window node that repeats a sibling's token is that sibling (the same context, so
+            # the same argmax): merged, no two siblings hold one token and the tree rule keeps
+            # the longest matching branch, so no candidate can hide another's continuation.
+            children = {(p, t): n for n, (t, p) in enumerate(zip(tokens, parents))}
             index = {(0, 0): -1}  # node key -> node index (-1: the pending token)
             late = []  # lookahead nodes deeper than the budget: fed, read back, never accepted
             level_tokens = self.windows[b]
@@ -112,15 +124,15 @@ class LookaheadDrafter(Drafter):
                 if j + c > budget:
                     late.append((j, c, parent))
                     continue
-                index[(j, c)] = len(tokens)
-                tokens.append(level_tokens[j][c])
-                parents.append(index[parent])
+                index[(j, c)] = add_node(tokens, parents, children, index[parent],
+                                         level_tokens[j][c])
             num_drafts = len(tokens)
             for j, c, parent in late:
-                index[(j, c)] = len(tokens)
-                tokens.append(level_tokens[j][c])
-                parents.append(index[parent])
+                index[(j, c)] = add_node(tokens, parents, children, index[parent],
+                                         level_tokens[j][c])
             self.columns[b] = {key: node + 1 for key, node in index.items()}  # column 0: pending
+            trunk = [index[(0, c)] for c in range(1, self.window)]
+            self.trees[b] = (tokens, parents, path_nodes(tokens, parents, carry), trunk)
             rows.append((tokens, parents, num_drafts))
         width = max((len(tokens) for tokens, _, _ in rows), default=0)
         token_ids = torch.zeros(len(rows), width, dtype=torch.long)
@@ -134,13 +146,44 @@ class LookaheadDrafter(Drafter):
 
     def update(self, step: Step) -> None:
         argmax = step.target_ids.tolist() if step.target_ids is not None else None
+        kept = step.tokens.tolist()
+        accepted = step.num_accepted.tolist()
         for b, emitted in enumerate(step.emitted):
             columns = self.columns[b]
             if columns is not None and argmax is not None:
                 self._refine(b, [argmax[b][columns[(self.levels - 1, c)]]
                                  for c in range(self.window)])
-            self.columns[b] = None
+                self.carries[b] = self._carry(self.trees[b], kept[b][:accepted[b]], argmax[b])
+            else:
+                self.carries[b] = []
+            self.columns[b], self.trees[b] = None, None
             self.sequences[b] += emitted
+
+    def _carry(self, tree, accepted: list, argmax: list) -> list:
+        """Jacobi's next guesses: the target's argmax at the nodes past the last accepted one,
+        along the branch followed (the carry's own if it was followed, else the trunk's, else
+        the first child's), repeated at the end up to `depth` tokens, as Jacobi pads its block.
+
+        Example: nodes 12 -> 13 under the pending token (the trunk), nothing accepted, argmax
+        [40, 41, 42] at [pending, 12, 13] -> [41, 42, 42, ...] (41 guesses the token after 40)."""
+        tokens, parents, carry_nodes, trunk = tree
+        node = -1
+        for token in accepted:  # the tree rule keeps the first sibling holding the token
+            node = next(n for n, (t, p) in enumerate(zip(tokens, parents)) if p == node and t == token)
+        chain = []
+        for branch in (carry_nodes, trunk):
+            if node == -1 or node in branch:
+                chain = branch[branch.index(node) + 1:] if node in branch else branch
+                if chain:
+                    break
+        if not chain:  # a pooled n-gram was followed: its own continuation, first child first
+            child = next((n for n, p in enumerate(parents) if p == node), None)
+            while child is not None:
+                chain.append(child)
+                child = next((n for n, p in enumerate(parents) if p == child), None)
+        guesses = [argmax[n + 1] for n in chain if argmax[n + 1] >= 0]  # column n + 1: node n
+        guesses = guesses or [argmax[0 if node == -1 else node + 1]]
+        return (guesses + guesses[-1:] * self.depth)[:self.depth]
 
     def _refine(self, b: int, new: list) -> None:
         """One Jacobi step of row b's window: pool each column's n-gram, shift the levels."""
@@ -168,3 +211,25 @@ class LookaheadDrafter(Drafter):
         self.windows = [self.windows[i] for i in keep]
         self.pools = [self.pools[i] for i in keep]
         self.columns = [self.columns[i] for i in keep]
+        self.carries = [self.carries[i] for i in keep]
+        self.trees = [self.trees[i] for i in keep]
+
+
+def add_node(tokens: list, parents: list, children: dict, parent: int, token: int) -> int:
+    """The node holding `token` under `parent`: the existing one, else a new one appended."""
+    key = (parent, token)
+    if key not in children:
+        children[key] = len(tokens)
+        tokens.append(token)
+        parents.append(parent)
+    return children[key]
+
+
+def path_nodes(tokens: list, parents: list, sequence: list) -> list:
+    """The nodes holding `sequence` from the pending token down, first sibling first.
+    Example: tokens [5, 6, 7], parents [-1, 0, 0], sequence [5, 7] -> [0, 2]."""
+    nodes, node = [], -1
+    for token in sequence:
+        node = next(n for n, (t, p) in enumerate(zip(tokens, parents)) if p == node and t == token)
+        nodes.append(node)
+    return nodes
