@@ -190,13 +190,15 @@ def repetitive_prompts():
             pieces[1] + pieces[0] + pieces[1], pieces[2] * 3 + pieces[0]]
 
 
-@pytest.mark.parametrize("make", ["ngram branches", "mixed"])
+@pytest.mark.parametrize("make", ["ngram branches", "mixed", "mixed with a chain head"])
 def test_ngram_trees_and_the_mixed_drafter_equal_hf_greedy(target, make):
+    """At T = 0 a chain head joins a mixed drafter too: its guesses are its argmax."""
     prompts = repetitive_prompts()
     expected = [hf_greedy(target, torch.tensor([p]), MAX_NEW) for p in prompts]
     ngram = specnb.drafters.NgramDrafter(3, 1, branches=3)
+    tree = None if make == "mixed with a chain head" else (2, 1)
     drafter = ngram if make == "ngram branches" else specnb.drafters.MixedDrafter(
-        specnb.drafters.FeatureDrafter(random_head(target, std=0.05).head, tree=(2, 1)), ngram)
+        specnb.drafters.FeatureDrafter(random_head(target, std=0.05).head, tree=tree), ngram)
     for prompt, want in zip(prompts, expected):
         assert specnb.speculative(target, drafter, prompt, gamma=3,
                                   max_new_tokens=MAX_NEW).tokens == [want]
@@ -204,7 +206,7 @@ def test_ngram_trees_and_the_mixed_drafter_equal_hf_greedy(target, make):
     assert batch.tokens == expected
     trees = [it for it in batch.trace if sum(d.parent == -1 for d in it.drafted) > 1]
     assert trees  # some iterations did propose several branches
-    if make == "mixed":
+    if make.startswith("mixed"):
         sources = {tuple(s) for it in batch.trace for s in it.info.get("sources", [])}
         assert {(0,), (1,)} <= sources  # nodes from each part
 

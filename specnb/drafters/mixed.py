@@ -15,7 +15,8 @@ drafter can fall below the head alone: the mixed drafter's records,
 data/results/bench-cpu-mixed*.json, shown in RESULTS.md).
 
 The merged candidates are point masses, so the parts must propose deterministic drafts (no
-law q): `NgramDrafter`, a `FeatureDrafter` with a `tree` (or any drafter at T = 0). After
+law q): `NgramDrafter`, a `FeatureDrafter` with a `tree`, or at T = 0 any drafter (a chain's
+guesses are then its argmax, and greedy verification reads no q). After
 verification every part hears the same `Step` (what each row kept), so a part's own state may
 depend only on that: `ModelDrafter`, which rolls back what it drafted itself, is refused.
 """
@@ -65,10 +66,12 @@ class MixedDrafter(Drafter):
         for index, drafter in enumerate(self.drafters):
             proposal = drafter.propose(max_drafts, width=width, temperature=temperature,
                                        generator=generator)
-            if proposal.probs is not None:
-                raise ValueError(f"{drafter!r} proposed drafts drawn from a law q; a "
-                                 f"MixedDrafter merges deterministic guesses only (give a "
-                                 f"FeatureDrafter a tree, or decode at temperature 0)")
+            if proposal.probs is not None and temperature > 0:
+                raise ValueError(f"{drafter!r} proposed drafts drawn from a law q at "
+                                 f"temperature {temperature}; a MixedDrafter merges "
+                                 f"deterministic guesses only: give a FeatureDrafter a tree "
+                                 f"(FeatureDrafter(head.head, tree=(2,))) or decode at "
+                                 f"temperature 0, where every drafter's guesses are its argmax")
             tokens, counts = proposal.token_ids.tolist(), proposal.num_drafts.tolist()
             parents = None if proposal.parents is None else proposal.parents.tolist()
             for b in range(rows):
