@@ -253,6 +253,42 @@ def test_early_stop_runs_ours_and_transformers_at_the_same_threshold(monkeypatch
     assert "--stop-below must be a probability in [0, 1]" in capsys.readouterr().err
 
 
+def drafts_per_target_forward(target, draft, run) -> list:
+    """How many assistant forwards came before each target forward while `run()` ran."""
+    events = []
+    hooks = [draft.register_forward_hook(lambda *_: events.append("d")),
+             target.register_forward_hook(lambda *_: events.append("t"))]
+    try:
+        run()
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return [len(chunk) for chunk in "".join(events).split("t")[:-1]]
+
+
+def test_the_transformers_peer_drafts_gamma_tokens_every_iteration():
+    """The peer runs the setting it is named for: with no early stop, γ assistant forwards
+    before every target forward (fewer only where max_new_tokens cuts the last ones). The
+    obvious call, the same settings passed to generate(), does not: transformers builds its
+    candidate generator from the assistant's own generation_config, whose confidence stop (0.4)
+    and schedule replace them."""
+    import torch
+
+    from tiny_models import tiny_llama
+
+    target, draft = tiny_llama(1), tiny_llama(2, hidden=16, layers=1)
+    ids = torch.randint(1, 30, (1, 12), generator=torch.Generator().manual_seed(0))
+    args = bench.parse_args(["--gammas", "4", "--head-gammas", "--stop-below", "0",
+                             "--max-new-tokens", "24"], check_prompts=False)
+    peer = bench.all_methods(args, target, draft, None, {})["HF assisted γ=4"][1]
+    counts = drafts_per_target_forward(target, draft, lambda: peer(ids, None))
+    assert len(counts) > 8 and set(counts[:-4]) == {4} and counts[-4:] == [3, 2, 1, 0]
+    obvious = drafts_per_target_forward(target, draft, lambda: bench.hf_generate(
+        target, ids, max_new_tokens=24, temperature=0.0, generator=None, assistant_model=draft,
+        num_assistant_tokens=4, assistant_confidence_threshold=0.0))
+    assert set(obvious[:-4]) != {4}  # the trap: not what was asked for
+
+
 def test_the_test_split_is_selectable():
     args = bench.parse_args(["--split", "test", "--group", "open-ended", "--prompts", "3"])
     chosen = bench.select_prompts(args)
