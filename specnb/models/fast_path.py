@@ -270,16 +270,17 @@ def choose(measured: dict) -> str:
     return decide(measured)[0]
 
 
-def cached_choice(model, cache_file: Path) -> str:
-    """The cached path for `model` on this machine, calibrating if none is; only a settled
-    calibration is cached (`decide`), so one taken on a busy machine is taken again next time."""
+def cached_choice(model, cache_file: Path) -> tuple[str, bool]:
+    """(path, settled): the cached path for `model` on this machine, calibrating if none is;
+    only a settled calibration is cached (`decide`), so one taken on a busy machine is taken
+    again next time (`python -m specnb --prepare` calibrates while nothing else runs)."""
     key = calibration_key(model)
     try:
         cache = json.loads(cache_file.read_text())
     except (OSError, ValueError):
         cache = {}
     if key in cache and cache[key].get("path") in ("dense", "prepacked"):
-        return cache[key]["path"]
+        return cache[key]["path"], True
     measured = calibrate(model)
     path, settled = decide(measured)
     if settled:
@@ -289,7 +290,7 @@ def cached_choice(model, cache_file: Path) -> str:
         partial = cache_file.with_suffix(f".{os.getpid()}.partial")
         partial.write_text(json.dumps(cache, indent=1))
         partial.replace(cache_file)
-    return path
+    return path, settled
 
 
 def resolve_cpu_path(cpu_path) -> str:
@@ -306,16 +307,21 @@ def apply_cpu_path(model, cpu_path=None, *, cache_file: Path):
     """Put `model` on the CPU path asked for (see the module docstring); returns `model`.
 
     `cache_file` keeps "auto"'s calibrations (`specnb.models.loading.cpu_path_cache()`). Sets
-    `model.specnb_cpu_path` to "dense" or "prepacked", the path it now runs.
+    `model.specnb_cpu_path` to "dense" or "prepacked", the path it now runs, and
+    `model.specnb_cpu_path_settled` to False where "auto" could not settle (a busy machine: the
+    path is dense for now, and the next load calibrates again).
     """
     cpu_path = resolve_cpu_path(cpu_path)
     reason = why_not_prepacked(model)
     if cpu_path == "prepacked" and reason is not None:
         raise ValueError(f"cpu_path='prepacked' cannot apply: {reason}; use cpu_path='auto' or "
                          f"'dense' (or a float32 model on the CPU)")
+    settled = True
     if cpu_path == "auto":
         if reason is not None:
             cpu_path = "dense"
         else:
-            cpu_path = cached_choice(model, Path(cache_file))
-    return use_path(model, cpu_path)
+            cpu_path, settled = cached_choice(model, Path(cache_file))
+    use_path(model, cpu_path)
+    model.specnb_cpu_path_settled = settled
+    return model

@@ -167,7 +167,8 @@ def _one_round(target, head, ranks: dict, shapes: list, int8_head=None) -> dict:
 
 def recommend_shape(target, head, *, ranks=None, cache_file=None, int8_head=None) -> dict:
     """{"shape", "dynamic", "int8", "predicted" ({label: speedup}), "c", "checking_cost" ({k:
-    t(k)/t(1)}, pooled over the rounds, non-decreasing), "cached"}: the candidate with the
+    t(k)/t(1)}, pooled over the rounds, non-decreasing), "cached" (read from the cache),
+    "settled" (cached, or stored now; False: a busy machine, measured again next time)}: the candidate with the
     highest predicted speedup on this machine (module docstring): a static shape in "shape" (a
     tuple; "dynamic" None) or a dynamic tree in "dynamic" (a DynamicTree; "shape" None); "int8"
     True when the int8 head drafts it. `ranks`: a `load_ranks()` record (default: the embedded
@@ -182,7 +183,7 @@ def recommend_shape(target, head, *, ranks=None, cache_file=None, int8_head=None
     key = shape_key(target, ranks, head, int8_head)
     cache = json.loads(cache_file.read_text()) if cache_file.exists() else {}
     if key in cache:
-        return {**cache[key], **_choice(cache[key]["choice"]), "cached": True}
+        return {**cache[key], **_choice(cache[key]["choice"]), "cached": True, "settled": True}
     rounds = [_one_round(target, head, ranks, shapes, int8_head) for _ in range(ROUNDS)]
     pooled = {s: statistics.median(r["predicted"][s] for r in rounds) for s in shapes}
     best = max(shapes, key=lambda s: pooled[s])
@@ -192,11 +193,12 @@ def recommend_shape(target, head, *, ranks=None, cache_file=None, int8_head=None
               "predicted": {label(s): round(v, 4) for s, v in pooled.items()},
               "checking_cost": pooled_checking_cost([r["latency"] for r in rounds])}
     picks = {max(shapes, key=lambda s: r["predicted"][s]) for r in rounds}
-    if min(pooled[s] for s in picks) >= (1 - TIE) * pooled[best]:  # agree, or a tie
+    settled = min(pooled[s] for s in picks) >= (1 - TIE) * pooled[best]  # agree, or a tie
+    if settled:
         cache[key] = record
         cache_file.parent.mkdir(parents=True, exist_ok=True)
         cache_file.write_text(json.dumps(cache, indent=1))
-    return {**record, **_choice(record["choice"]), "cached": False}
+    return {**record, **_choice(record["choice"]), "cached": False, "settled": settled}
 
 
 def pooled_checking_cost(latencies: list) -> dict:
