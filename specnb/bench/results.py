@@ -53,7 +53,8 @@ def machine_of(record: dict) -> str:
     device = record.get("device")
     if isinstance(device, str) and device.lower().startswith(("cuda", "nvidia", "gpu")) \
             or record.get("machine"):
-        return record.get("machine", device).split(";")[0].split(" (")[0]
+        name = record.get("machine", device).split(";")[0].split(" (")[0]
+        return name.removeprefix("one ") + " (GPU)"
     cpu = record.get("cpu") or {}
     threads = record.get("threads")
     for text in (device, record.get("hardware")):  # "CPU … [isa], 2 threads", "x86_64, 2 threads, …"
@@ -183,8 +184,8 @@ def page(results: Path) -> str:
                              f"latency, overhead or training)")
         machines.setdefault(machine_of(record), []).append((KINDS.index(kind), path, record))
     lines = [HEADER]
-    lines += [f"- [{name}](#{anchor(name)}): {len(found)} records" for name, found in
-              sorted(machines.items())]
+    lines += [f"- [{name}](#{anchor(name)}): {len(found)} record{'s' * (len(found) != 1)}"
+              for name, found in sorted(machines.items())]
     for name, found in sorted(machines.items()):
         lines += ["", f"## {name}", ""] + at_a_glance(found)
         for _, path, record in sorted(found, key=lambda item: (item[0], item[1].name)):
