@@ -90,7 +90,7 @@ class LookaheadDrafter(Drafter):
         self.pools = [{} for _ in prompts]  # first token -> continuations (N - 1 tokens each)
         self.columns = [None] * len(prompts)  # per row, fed column of node (level, column)
         self.carries = [[] for _ in prompts]  # per row, Jacobi's next guesses (`carry`)
-        self.trees = [None] * len(prompts)  # per row, what `update` reads back (`_tree_of`)
+        self.trees = [None] * len(prompts)  # per row: tokens, parents, carry's and trunk's nodes
         self.ngrams_pooled = 0
 
     def _lookahead_nodes(self) -> list:
@@ -167,9 +167,7 @@ class LookaheadDrafter(Drafter):
         Example: nodes 12 -> 13 under the pending token (the trunk), nothing accepted, argmax
         [40, 41, 42] at [pending, 12, 13] -> [41, 42, 42, ...] (41 guesses the token after 40)."""
         tokens, parents, carry_nodes, trunk = tree
-        node = -1
-        for token in accepted:  # the tree rule keeps the first sibling holding the token
-            node = next(n for n, (t, p) in enumerate(zip(tokens, parents)) if p == node and t == token)
+        node = path_nodes(tokens, parents, accepted)[-1] if accepted else -1  # the last kept
         chain = []
         for branch in (carry_nodes, trunk):
             if node == -1 or node in branch:
@@ -226,8 +224,8 @@ def add_node(tokens: list, parents: list, children: dict, parent: int, token: in
 
 
 def path_nodes(tokens: list, parents: list, sequence: list) -> list:
-    """The nodes holding `sequence` from the pending token down, first sibling first.
-    Example: tokens [5, 6, 7], parents [-1, 0, 0], sequence [5, 7] -> [0, 2]."""
+    """The nodes holding `sequence` from the pending token down (siblings hold distinct
+    tokens). Example: tokens [5, 6, 7], parents [-1, 0, 0], sequence [5, 7] -> [0, 2]."""
     nodes, node = [], -1
     for token in sequence:
         node = next(n for n, (t, p) in enumerate(zip(tokens, parents)) if p == node and t == token)
