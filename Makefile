@@ -45,10 +45,10 @@ run: $(READY)
 TEST_WORKERS ?= auto
 PARALLEL := OMP_NUM_THREADS=1 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
-# Each worker runs one torch thread: `--prepare` first settles this CPU's calibrations for one
+# Each worker runs one torch thread: `--calibrate` first settles this CPU's choices for one
 # thread while nothing else runs (the workers, busy side by side, never would: specnb/__main__.py).
 test: $(EXTRA)test $(OLDEST)
-	OMP_NUM_THREADS=1 $(PY) -m specnb --prepare
+	OMP_NUM_THREADS=1 $(PY) -m specnb --calibrate
 	$(PARALLEL) --durations=15
 	PYTHONPATH=$(OLDEST) $(PARALLEL) -q -o addopts="" -p no:cacheprovider \
 		tests/test_kv.py tests/test_methods_greedy.py tests/test_batch_kv.py \

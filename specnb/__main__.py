@@ -18,30 +18,25 @@ from .methods import autoregressive, jacobi, prompt_lookup, speculative
 
 from .models.data import load_prompts
 from .models.loading import EMBEDDED_NAME, chat_ids, default_device, embedded_checkpoint
+from .models.fast_path import quiet_machine
 from .models.pairs import load_embedded_draft, load_pair
 from .theory import estimate_alpha
 
 
-def prepare(attempts: int = 3) -> None:
-    """Fetch the embedded model, then settle what "auto" chooses on this CPU at this thread
-    count (the linears' path, the head's tree shape) while nothing else runs. A calibration
-    taken on a busy machine is not cached and is taken again at the next load, on the dense
-    path meanwhile: a test run's parallel workers would never settle it."""
-    print(f"embedded model ready in {embedded_checkpoint()}")
+def calibrate() -> None:
+    """Settle what "auto" chooses on this CPU at this thread count (the linears' path of the
+    target and of the distilled draft, the head's tree shape), trusting that nothing else runs:
+    a calibration whose rounds disagree is otherwise not cached and taken again at the next
+    load, on the dense path meanwhile, and a test run's parallel workers would never settle it."""
     if default_device().type != "cpu":
         return
-    for attempt in range(1, attempts + 1):
+    with quiet_machine():
         target, head, _ = load_pair()
         drafter, gamma = head.recommended()
         _, draft, _ = load_pair("embedded-distilled")  # the draft model calibrates for itself
-        if target.specnb_cpu_path_settled and head.advisor.record()["settled"] and \
-                draft.specnb_cpu_path_settled:
-            print(f"calibrated for {torch.get_num_threads()} thread(s): "
-                  f"{target.specnb_cpu_path} linears, the head drafts {drafter.shape_text(gamma)}, "
-                  f"the distilled draft runs {draft.specnb_cpu_path} linears")
-            return
-        print(f"calibration attempt {attempt} of {attempts} did not settle (a busy machine?)")
-    print("calibration did not settle: each load calibrates again until it does")
+    print(f"calibrated for {torch.get_num_threads()} thread(s): {target.specnb_cpu_path} "
+          f"linears, the head drafts {drafter.shape_text(gamma)}, the distilled draft runs "
+          f"{draft.specnb_cpu_path} linears")
 
 
 def main(argv=None) -> None:
@@ -59,12 +54,15 @@ def main(argv=None) -> None:
                         help="timed rounds per prompt of autoregressive decoding and the default "
                              "pair, interleaved, for the spread of its speedup (0: skip)")
     parser.add_argument("--prepare", action="store_true",
-                        help="only fetch and cache the embedded model, and calibrate this "
-                             "machine's choices for the current thread count (the set-up does "
-                             "this)")
+                        help="only fetch and cache the embedded model (the set-up does this)")
+    parser.add_argument("--calibrate", action="store_true",
+                        help="only prepare, then settle this CPU's choices for the current "
+                             "thread count while nothing else runs (make test does this)")
     args = parser.parse_args(argv)
-    if args.prepare:
-        prepare()
+    if args.prepare or args.calibrate:
+        print(f"embedded model ready in {embedded_checkpoint()}")
+        if args.calibrate:
+            calibrate()
         return
 
     if args.gamma is not None and args.gamma < 1:

@@ -240,8 +240,25 @@ def test_rounds_that_disagree_give_dense_and_are_not_cached(monkeypatch, tmp_pat
     assert fast_path.decide(calm) == ("dense", True)
     monkeypatch.setattr(fast_path, "calibrate", lambda model: busy)
     cache = tmp_path / "cpu-path.json"
-    assert apply_cpu_path(tiny_llama(1), "auto", cache_file=cache).specnb_cpu_path == "dense"
+    model = apply_cpu_path(tiny_llama(1), "auto", cache_file=cache)
+    assert model.specnb_cpu_path == "dense" and not model.specnb_cpu_path_settled
     assert not cache.exists()
+
+
+def test_on_a_quiet_machine_rounds_that_disagree_are_a_tie_and_are_cached(monkeypatch, tmp_path):
+    """`python -m specnb --calibrate` runs alone: there a disagreement is a near tie, and the
+    choice is cached so that the test workers do not calibrate at every load."""
+    tie = {"token_counts": [1, 2, 4], "dense_ms": [57, 94, 79], "prepacked_ms": [61, 79, 87],
+           "rounds": [{"dense_ms": [57, 94, 79], "prepacked_ms": [61, 79, 87]},
+                      {"dense_ms": [58, 96, 80], "prepacked_ms": [52, 78, 70]}]}
+    assert fast_path.decide(tie)[1] is False
+    monkeypatch.setattr(fast_path, "calibrate", lambda model: tie)
+    cache = tmp_path / "cpu-path.json"
+    with fast_path.quiet_machine():
+        model = apply_cpu_path(tiny_llama(1), "auto", cache_file=cache)
+    assert model.specnb_cpu_path_settled and not fast_path.on_quiet_machine()
+    assert json.loads(cache.read_text())[fast_path.calibration_key(model)]["path"] == \
+        model.specnb_cpu_path
 
 
 def test_calibration_is_cached_per_key(monkeypatch, tmp_path):

@@ -32,37 +32,30 @@ def test_make_run_drafts_the_shape_measured_fastest_here(capsys):
     assert "interleaved rounds" not in out  # --repeats 0: no timed rounds
 
 
-class _Loaded:
-    """Stand-ins for what `load_pair` returns, settled after `unsettled` calls."""
+def test_calibrate_settles_every_choice_on_a_quiet_machine(monkeypatch, capsys):
+    """`--calibrate` loads the pair (the target's path, the head's shape) and the distilled
+    draft (its own path) with the quiet-machine rule on, and says what it settled."""
+    from types import SimpleNamespace
 
-    def __init__(self, unsettled):
-        self.calls, self.unsettled = 0, unsettled
+    import specnb.__main__ as front
+    from specnb.models import fast_path
 
-    def load_pair(self, name=None):
-        from types import SimpleNamespace
+    seen = []  # (what was loaded or measured, with the quiet-machine rule on?)
 
-        self.calls += 1
-        settled = self.calls > 2 * self.unsettled  # two loads per attempt
-        model = SimpleNamespace(specnb_cpu_path="dense", specnb_cpu_path_settled=settled)
-        drafter = SimpleNamespace(shape_text=lambda gamma: f"a chain of {gamma}")
-        head = SimpleNamespace(recommended=lambda: (drafter, 2),
-                               advisor=SimpleNamespace(record=lambda: {"settled": settled}))
+    def recommended():
+        seen.append(("shape", fast_path.on_quiet_machine()))
+        return SimpleNamespace(shape_text=lambda gamma: f"a chain of {gamma}"), 2
+
+    def load_pair(name=None):
+        seen.append((name, fast_path.on_quiet_machine()))
+        model = SimpleNamespace(specnb_cpu_path="prepacked" if name is None else "dense")
+        head = SimpleNamespace(recommended=recommended)
         return (model, head, None) if name is None else (None, model, None)
 
-
-@pytest.mark.parametrize("unsettled, attempts, said", [
-    (0, 3, "calibrated for"), (2, 3, "calibrated for"), (3, 3, "did not settle: each load")])
-def test_prepare_calibrates_until_this_machine_settles(monkeypatch, capsys, unsettled, attempts,
-                                                       said):
-    """A calibration on a busy machine is not cached; `--prepare` retries while nothing else
-    runs, so the test workers start from settled choices instead of calibrating at every load."""
-    import specnb.__main__ as front
-
-    loaded = _Loaded(unsettled)
-    monkeypatch.setattr(front, "load_pair", loaded.load_pair)
-    monkeypatch.setattr(front, "embedded_checkpoint", lambda: "/cache/model")
+    monkeypatch.setattr(front, "load_pair", load_pair)
     monkeypatch.setattr(front, "default_device", lambda: __import__("torch").device("cpu"))
-    front.prepare(attempts)
-    out = capsys.readouterr().out
-    assert said in out and out.count("did not settle (a busy machine?)") == min(unsettled, attempts)
-    assert loaded.calls == 2 * min(unsettled + 1, attempts)
+    front.calibrate()
+    assert seen == [(None, True), ("shape", True), ("embedded-distilled", True)]
+    assert not fast_path.on_quiet_machine()
+    assert "prepacked linears, the head drafts a chain of 2, the distilled draft runs dense" in \
+        capsys.readouterr().out

@@ -89,6 +89,18 @@ def test_rounds_that_disagree_are_not_cached(target, monkeypatch, tmp_path):
     record = tree_shape.recommend_shape(target, random_head(target), ranks=RANKS,
                                         cache_file=cache)
     assert record["shape"] in tree_shape.candidate_shapes((2, 1)) and not cache.exists()
+    assert record["settled"] is False
+
+
+def test_on_a_quiet_machine_rounds_that_disagree_are_cached(target, monkeypatch, tmp_path):
+    from specnb.models.fast_path import quiet_machine
+
+    fake_clock(monkeypatch, [FLAT, STEEP])
+    cache = tmp_path / "tree-shape.json"
+    with quiet_machine():
+        record = tree_shape.recommend_shape(target, random_head(target), ranks=RANKS,
+                                            cache_file=cache)
+    assert record["settled"] and cache.exists()
 
 
 def test_rounds_that_pick_a_tie_are_cached(target, monkeypatch, tmp_path):
