@@ -221,12 +221,10 @@ class ReadyPopen(subprocess.Popen):
             time.sleep(0.02)
 
 
-@pytest.mark.parametrize("sigint_ignored", [False, True], ids=["foreground", "background-job"])
-def test_a_step_at_its_budget_is_interrupted_so_it_can_write_what_finished(
-        tmp_path, monkeypatch, sigint_ignored):
-    """SIGINT first (bench and bench_batch then write the prompts that finished, exit 130),
-    SIGKILL only if the step ignores it for GRACE_S; the same when the kit itself was started
-    as a background job."""
+def budgeted_run(tmp_path, monkeypatch, sigint_ignored: bool):
+    """A kit run whose bench step has a 1 s budget and 2 s of grace, its children started by
+    `ReadyPopen`; returns (run, the child's ready file, a polite child's partial file, the
+    polite child's code: it writes the partial file on SIGINT and exits 130)."""
     from argparse import Namespace
 
     monkeypatch.setitem(gpu_check.BUDGET_S, "bench", (1, 1))
@@ -236,16 +234,26 @@ def test_a_step_at_its_budget_is_interrupted_so_it_can_write_what_finished(
     monkeypatch.setattr(ReadyPopen, "sigint_ignored", sigint_ignored)
     monkeypatch.setattr(gpu_check.subprocess, "Popen", ReadyPopen)
     run = gpu_check.Run(Namespace(device="cpu", budget="small", results_dir=tmp_path))
-    wrote, ready = tmp_path / "partial.json", str(tmp_path / "ready")
-    polite = (f"import sys, time\ntry:\n    open({ready!r}, 'w').close()\n    time.sleep(60)\n"
-              f"except KeyboardInterrupt:\n    open({str(wrote)!r}, 'w').write('{{}}')\n"
-              f"    sys.exit(130)\n")
+    ready, wrote = tmp_path / "ready", tmp_path / "partial.json"
+    polite = (f"import sys, time\ntry:\n    open({str(ready)!r}, 'w').close()\n"
+              f"    time.sleep(60)\nexcept KeyboardInterrupt:\n"
+              f"    open({str(wrote)!r}, 'w').write('{{}}')\n    sys.exit(130)\n")
+    return run, ready, wrote, polite
+
+
+@pytest.mark.parametrize("sigint_ignored", [False, True], ids=["foreground", "background-job"])
+def test_a_step_at_its_budget_is_interrupted_so_it_can_write_what_finished(
+        tmp_path, monkeypatch, sigint_ignored):
+    """SIGINT first (bench and bench_batch then write the prompts that finished, exit 130),
+    SIGKILL only if the step ignores it for GRACE_S; the same when the kit itself was started
+    as a background job."""
+    run, ready, wrote, polite = budgeted_run(tmp_path, monkeypatch, sigint_ignored)
     status, _ = run.execute("bench", [sys.executable, "-c", polite])
     assert status == "failed" and wrote.is_file()
     assert run.steps[-1]["note"] == "timed out after 1 s, stopped with SIGINT (exit 130)"
-    (tmp_path / "ready").unlink()
+    ready.unlink()
     stubborn = (f"import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
-                f"open({ready!r}, 'w').close()\ntime.sleep(60)\n")
+                f"open({str(ready)!r}, 'w').close()\ntime.sleep(60)\n")
     status, _ = run.execute("bench", [sys.executable, "-c", stubborn])
     assert status == "failed" and run.steps[-1]["note"] == "timed out after 1 s"
     assert run.steps[-1]["seconds"] < 1 + 2 + 10
@@ -254,20 +262,8 @@ def test_a_step_at_its_budget_is_interrupted_so_it_can_write_what_finished(
 def test_a_kit_that_leaves_sigint_as_inherited_loses_the_partial_results(tmp_path, monkeypatch):
     """The broken variant: without the kit's reset, a step started from a background job never
     sees the stop and is killed without writing what finished."""
-    from argparse import Namespace
-
-    monkeypatch.setitem(gpu_check.BUDGET_S, "bench", (1, 1))
-    monkeypatch.setattr(gpu_check, "GRACE_S", 2)
-    monkeypatch.delenv("OUT", raising=False)
-    monkeypatch.setattr(ReadyPopen, "ready", tmp_path / "ready", raising=False)
-    monkeypatch.setattr(ReadyPopen, "sigint_ignored", True)
-    monkeypatch.setattr(gpu_check.subprocess, "Popen", ReadyPopen)
+    run, _, wrote, polite = budgeted_run(tmp_path, monkeypatch, sigint_ignored=True)
     monkeypatch.setattr(gpu_check, "sigint_deliverable", lambda: None)
-    run = gpu_check.Run(Namespace(device="cpu", budget="small", results_dir=tmp_path))
-    wrote = tmp_path / "partial.json"
-    polite = (f"import sys, time\ntry:\n    open({str(tmp_path / 'ready')!r}, 'w').close()\n"
-              f"    time.sleep(60)\nexcept KeyboardInterrupt:\n"
-              f"    open({str(wrote)!r}, 'w').write('{{}}')\n    sys.exit(130)\n")
     status, _ = run.execute("bench", [sys.executable, "-c", polite])
     assert status == "failed" and not wrote.exists()
     assert run.steps[-1]["note"] == "timed out after 1 s"
