@@ -62,8 +62,8 @@ test-fast: $(EXTRA)test
 		-m "not embedded and not notebooks and not slow and not browser" tests
 
 # The same checked notebook outputs and exactness tests with the kernels another CPU would run
-# (TESTING.md, "Keeping notebook outputs portable"). PyTorch's ATEN_CPU_CAPABILITY picks its own vector
-# kernels (softmax, exp, reductions), MKL_ENABLE_INSTRUCTIONS the matrix products',
+# (TESTING.md, "Keeping notebook outputs portable"). PyTorch's ATEN_CPU_CAPABILITY picks its own
+# vector kernels (softmax, exp, reductions), MKL_ENABLE_INSTRUCTIONS the matrix products',
 # ONEDNN_MAX_CPU_ISA oneDNN's; each setting changes the model's logits in the last bits, as an
 # AVX2 laptop or an older CPU does. The exactness tests also run natively (the notebooks' native
 # run is `make test`'s), and the χ² p-values closest to their level are listed at the end.
