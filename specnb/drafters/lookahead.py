@@ -146,14 +146,14 @@ class LookaheadDrafter(Drafter):
 
     def update(self, step: Step) -> None:
         argmax = step.target_ids.tolist() if step.target_ids is not None else None
-        kept = step.tokens.tolist()
-        accepted = step.num_accepted.tolist()
         for b, emitted in enumerate(step.emitted):
             columns = self.columns[b]
             if columns is not None and argmax is not None:
                 self._refine(b, [argmax[b][columns[(self.levels - 1, c)]]
                                  for c in range(self.window)])
-                self.carries[b] = self._carry(self.trees[b], kept[b][:accepted[b]], argmax[b])
+                # The kept drafts are what was emitted but the target's own last token (a row
+                # cut at EOS or its budget ends here anyway): no second read of the device.
+                self.carries[b] = self._carry(self.trees[b], emitted[:-1], argmax[b])
             else:
                 self.carries[b] = []
             self.columns[b], self.trees[b] = None, None
