@@ -117,6 +117,19 @@ def decoding_step_seconds(result) -> list:
     return [seconds for step, seconds in sorted(steps.items()) if step > 0]
 
 
+def mean_step_seconds(result) -> float | None:
+    """Mean target seconds per decoding step (the prompt's forward left out), from the run's
+    counters (`stats.decoding_target_s / stats.decoding_steps`), else its trace
+    (`decoding_step_seconds`); None without a decoding step."""
+    stats = getattr(result, "stats", None)
+    if getattr(stats, "decoding_steps", 0):
+        return stats.decoding_target_s / stats.decoding_steps
+    if not getattr(result, "trace", None):
+        return None
+    steps = decoding_step_seconds(result)
+    return sum(steps) / len(steps) if steps else None
+
+
 def in_loop_checking_cost(results, references) -> dict:
     """The checking cost as the loop paid it: for each pair (a run of a method, a run of
     autoregressive decoding on the same prompt), the method's mean target time per loop step
@@ -131,11 +144,11 @@ def in_loop_checking_cost(results, references) -> dict:
                          f"one each; got {len(results)} and {len(references)}")
     ratios = []
     for run, reference in zip(results, references):
-        mine, theirs = decoding_step_seconds(run), decoding_step_seconds(reference)
-        if not mine or not theirs or not sum(theirs) > 0:
+        mine, theirs = mean_step_seconds(run), mean_step_seconds(reference)
+        if mine is None or theirs is None or not theirs > 0:
             raise ValueError("in_loop_checking_cost needs runs of at least one decoding step "
                              "each (the prompt's forward is left out): ask for more new tokens")
-        ratios.append((sum(mine) / len(mine)) / (sum(theirs) / len(theirs)))
+        ratios.append(mine / theirs)
     ordered = sorted(ratios)
     middle = len(ordered) // 2
     median = ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2

@@ -88,10 +88,10 @@ def test_rows_stop_at_their_own_eos(models, method, gamma):
               "prompt_lookup": {"num_pred": gamma}, "autoregressive": {}}[method]
     if method == "speculative":
         result = specnb.speculative(target, kwargs.pop("draft"), prompts, max_new_tokens=MAX_NEW,
-                                    eos_token_id=eos, **kwargs)
+                                    eos_token_id=eos, **kwargs, trace=True)
     else:
         result = getattr(specnb, method)(target, prompts, max_new_tokens=MAX_NEW,
-                                         eos_token_id=eos, **kwargs)
+                                         eos_token_id=eos, **kwargs, trace=True)
     assert result.tokens == expected
     lengths = {len(row) for row in result.tokens}
     assert len(lengths) >= 2  # rows really finished at different times
@@ -104,7 +104,7 @@ def test_prompt_lookup_with_ragged_drafts(models):
     target = tiny_llama(5)
     prompts = [torch.tensor([[7, 8, 9, 10, 11, 12] * 6]), torch.tensor([[3, 4] * 9]),
                torch.tensor([[40]]), torch.tensor([[20, 21, 22, 23] * 3])]
-    result = specnb.prompt_lookup(target, prompts, num_pred=6, max_new_tokens=MAX_NEW)
+    result = specnb.prompt_lookup(target, prompts, num_pred=6, max_new_tokens=MAX_NEW, trace=True)
     assert result.tokens == hf_batched_greedy(target, prompts, MAX_NEW)
     drafted = {len(it.drafted) for it in result.trace if it.step > 0}
     assert len(drafted) >= 2  # rows drafted different numbers of tokens

@@ -307,7 +307,7 @@ def test_repeats_are_interleaved_across_methods(monkeypatch):
     calls = []
 
     def method(name):
-        def run(ids, generator):
+        def run(ids, generator, trace=False):
             calls.append(name)
             return bench.PeerResult([1, 2, 3], 3)
         return run

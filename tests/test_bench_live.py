@@ -158,7 +158,9 @@ def test_interleaved_clock_times_chains_and_trees(target, drafts, prompts):
     assert clock["identical"] == {"chain": True, "tree": True}
     assert clock["speedups"]["tree"] == [a / b for a, b in zip(clock["seconds"]["autoregressive"],
                                                                  clock["seconds"]["tree"])]
-    assert clock["results"]["tree"].trace[1].drafted[0].parent is not None
+    assert clock["traced"]["tree"].trace[1].drafted[0].parent is not None
+    assert clock["traced"]["tree"].tokens == clock["results"]["tree"].tokens
+    assert all(r.iterations is None for rs in clock["rounds"].values() for r in rs)  # plain
 
 
 @pytest.mark.parametrize("drafters, kwargs, name", [

@@ -79,7 +79,7 @@ def test_constant_drafter_keeps_greedy_output(setup, gamma):
 def test_oracle_drafter_has_every_draft_accepted(setup, gamma):
     target, prompts, alone = setup
     result = specnb.speculative(target, OracleDrafter(alone), prompts, gamma=gamma,
-                                max_new_tokens=MAX_NEW)
+                                max_new_tokens=MAX_NEW, trace=True)
     assert result.tokens == alone
     assert result.stats.accepted == result.stats.drafted > 0
     # γ+1 tokens per forward for every row (the last forward may be cut by the budget).
@@ -90,8 +90,9 @@ def test_oracle_drafter_has_every_draft_accepted(setup, gamma):
 def test_every_row_of_a_batch_records_its_drafts(setup):
     target, prompts, _ = setup
     draft = tiny_llama(2, hidden=16, layers=1)
-    batch = specnb.speculative(target, draft, prompts, gamma=3, max_new_tokens=MAX_NEW)
-    one = specnb.speculative(target, draft, [prompts[0]], gamma=3, max_new_tokens=MAX_NEW)
+    batch = specnb.speculative(target, draft, prompts, gamma=3, max_new_tokens=MAX_NEW, trace=True)
+    one = specnb.speculative(target, draft, [prompts[0]], gamma=3, max_new_tokens=MAX_NEW,
+                             trace=True)
     for b in range(len(prompts)):
         row = batch.row(b)
         assert sum(len(it.emitted) for it in row.trace) == len(batch.tokens[b])
@@ -112,7 +113,7 @@ def test_drafts_never_exceed_the_remaining_budget(setup):
     target, prompts, alone = setup
     draft = tiny_llama(2, hidden=16, layers=1)
     for batch in ([prompts[0]], prompts):
-        result = specnb.speculative(target, draft, batch, gamma=500, max_new_tokens=2)
+        result = specnb.speculative(target, draft, batch, gamma=500, max_new_tokens=2, trace=True)
         assert result.tokens == [a[:2] for a in alone[:len(batch)]]
         # A budget of 2 leaves room for 1 draft before the target's own token.
         assert result.stats.draft_forwards <= len(batch) and result.stats.draft_forwards <= 2
@@ -123,7 +124,8 @@ def test_a_short_draft_context_is_respected_alone_and_batched(setup):
     target, prompts, alone = setup
     short = tiny_llama(2, hidden=16, layers=1, max_positions=16)
     for batch in ([prompts[0]], prompts):
-        result = specnb.speculative(target, short, batch, gamma=4, max_new_tokens=MAX_NEW)
+        result = specnb.speculative(target, short, batch, gamma=4, max_new_tokens=MAX_NEW,
+                                    trace=True)
         assert result.tokens == alone[:len(batch)]
         for b, prompt in enumerate(batch):
             length = len(prompt)
@@ -165,8 +167,10 @@ def test_early_stop_drafts_less_and_keeps_greedy_output(setup, kind):
     draft = tiny_llama(2, hidden=16, layers=1)
     make = (lambda stop: specnb.drafters.ModelDrafter(draft, stop_below=stop)) if kind == "model" \
         else (lambda stop: specnb.drafters.FeatureDrafter(random_head(target).head, stop_below=stop))
-    full = specnb.speculative(target, make(None), [prompts[1]], gamma=4, max_new_tokens=MAX_NEW)
-    stopped = specnb.speculative(target, make(0.5), [prompts[1]], gamma=4, max_new_tokens=MAX_NEW)
+    full = specnb.speculative(target, make(None), [prompts[1]], gamma=4, max_new_tokens=MAX_NEW,
+                              trace=True)
+    stopped = specnb.speculative(target, make(0.5), [prompts[1]], gamma=4, max_new_tokens=MAX_NEW,
+                                 trace=True)
     assert full.tokens == stopped.tokens == alone[1:2]
     assert stopped.stats.drafted < full.stats.drafted
     assert stopped.stats.draft_forwards < full.stats.draft_forwards

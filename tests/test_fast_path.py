@@ -136,7 +136,7 @@ def test_a_head_follows_its_targets_path(target, fast_target, prompts, tmp_path)
             expected, result = (
                 specnb.speculative(model, head, ids, gamma=3, max_new_tokens=MAX_NEW,
                                    temperature=temperature,
-                                   generator=torch.Generator().manual_seed(1))
+                                   generator=torch.Generator().manual_seed(1), trace=True)
                 for model, head in ((target, dense), (fast_target, fast)))
             assert result.tokens == expected.tokens
             assert [len(it.drafted) for it in result.trace] == \

@@ -87,7 +87,8 @@ def test_after_a_rejection_the_next_proposal_equals_one_from_scratch(setup):
                          self.next_logits.clone()))
 
     recording = Recording(drafter.head)
-    result = specnb.speculative(target, recording, prompts[1], gamma=3, max_new_tokens=20)
+    result = specnb.speculative(target, recording, prompts[1], gamma=3, max_new_tokens=20,
+                                trace=True)
     sequence, checked = list(prompts[1]), 0
     for it, (accepted, width, logits) in zip(result.trace, seen):
         sequence += [e.token for e in it.emitted]
@@ -174,7 +175,7 @@ def test_steps_without_drafts_cost_the_head_nothing_and_it_catches_up_exactly(se
                 caught_up.append((self.updates, self.next_logits.clone()))
 
     result = specnb.speculative(target, Recording(drafter.head), prompts[1], gamma=EveryThird(),
-                                max_new_tokens=MAX_NEW)
+                                max_new_tokens=MAX_NEW, trace=True)
     assert result.tokens == [alone[1]]
     drafting_steps = sum(1 for it in result.trace if it.gamma and it.drafted)
     assert len(result.trace) >= 3 * drafting_steps - 2  # two of three steps drafted nothing
@@ -188,5 +189,5 @@ def test_steps_without_drafts_cost_the_head_nothing_and_it_catches_up_exactly(se
                     features=target_features(target, sequence[:-1], drafter.feature_layers))
         torch.testing.assert_close(fresh.next_logits, logits, atol=1e-4, rtol=1e-4)
     disabled = specnb.speculative(target, drafter, prompts[:3], gamma=3, max_new_tokens=MAX_NEW,
-                                  disable_by_batch_size=3)
+                                  disable_by_batch_size=3, trace=True)
     assert disabled.tokens == alone[:3] and disabled.stats.draft_forwards == 0

@@ -123,7 +123,7 @@ def test_the_loop_gives_the_same_output_and_trace_either_way(monkeypatch, tree):
 
     def generate():
         return loop.speculative(target, drafter, prompts, gamma=4 if tree else 2,
-                                max_new_tokens=12)
+                                max_new_tokens=12, trace=True)
 
     calls = {"verify_greedy": 0, "verify_drafts": 0}  # which path each run took
 

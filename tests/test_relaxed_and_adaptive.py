@@ -5,6 +5,7 @@ equals transformers' `generate(do_sample=False)` under every setting; typical ac
 T = 1 is shown *not* to sample from p, next to the exact rule passing the same χ² test.
 """
 
+import importlib
 from types import SimpleNamespace
 
 import pytest
@@ -41,10 +42,10 @@ def test_typical_acceptance_is_greedy_exact_alone_and_batched(pair, batch8, gamm
     target, draft = pair
     prompts, expected = batch8
     alone = specnb.speculative(target, draft, prompts[0], gamma=gamma, max_new_tokens=MAX_NEW,
-                               acceptance="typical")
+                               acceptance="typical", trace=True)
     assert alone.tokens == [expected[0]]
     batched = specnb.speculative(target, draft, prompts, gamma=gamma, max_new_tokens=MAX_NEW,
-                                 acceptance="typical")
+                                 acceptance="typical", trace=True)
     assert batched.tokens == expected
     statuses = {d.status for it in batched.trace for d in it.drafted}
     assert {"accepted", "rejected"} <= statuses  # both branches of the rule ran
@@ -134,7 +135,8 @@ def test_rows_past_the_drafts_context_continue_without_drafts(pair, batch8):
     prompts, expected = batch8
     short = perturbed(target, 42, 0.1)
     short.config.max_position_embeddings = 22  # shorter than prompt + generation for every row
-    result = specnb.speculative(target, short, prompts, gamma=3, max_new_tokens=MAX_NEW)
+    result = specnb.speculative(target, short, prompts, gamma=3, max_new_tokens=MAX_NEW,
+                                trace=True)
     assert result.tokens == expected
     assert_some_rows_skip_while_others_draft(result, prompts, limit=22)
 
@@ -143,11 +145,12 @@ def test_draft_max_len_skips_rows_as_the_drafts_context_does(pair, batch8):
     target, draft = pair
     prompts, expected = batch8
     result = specnb.speculative(target, draft, prompts, gamma=3, max_new_tokens=MAX_NEW,
-                                draft_max_len=22)
+                                draft_max_len=22, trace=True)
     assert result.tokens == expected
     assert_some_rows_skip_while_others_draft(result, prompts, limit=22)
     alone = specnb.speculative(target, draft, prompts[0], gamma=3, max_new_tokens=MAX_NEW,
-                               draft_max_len=prompts[0].shape[1])  # skips at once, still runs
+                               draft_max_len=prompts[0].shape[1],
+                               trace=True)  # skips at once, still runs
     assert alone.tokens == [expected[0]] and alone.stats.drafted <= 1
 
 
@@ -185,7 +188,7 @@ def test_disabled_batch_drafts_again_once_rows_finish(pair):
     eos = eos_hit_at_different_iterations(target, prompts)
     expected = hf_batched_greedy(target, prompts, MAX_NEW, eos_token_id=eos)
     result = specnb.speculative(target, draft, prompts, gamma=3, max_new_tokens=MAX_NEW,
-                                disable_by_batch_size=5, eos_token_id=eos)
+                                disable_by_batch_size=5, eos_token_id=eos, trace=True)
     assert result.tokens == expected
     running = {}
     for it in result.trace:
@@ -207,9 +210,11 @@ def test_dynamic_gamma_is_greedy_exact_and_varies_per_row(pair, batch8, schedule
     target, draft = pair
     prompts, expected = batch8
     gamma = "heuristic" if schedule == "heuristic" else cost_aware()
-    alone = specnb.speculative(target, draft, prompts[0], gamma=gamma, max_new_tokens=MAX_NEW)
+    alone = specnb.speculative(target, draft, prompts[0], gamma=gamma, max_new_tokens=MAX_NEW,
+                               trace=True)
     assert alone.tokens == [expected[0]]
-    result = specnb.speculative(target, draft, prompts, gamma=gamma, max_new_tokens=MAX_NEW)
+    result = specnb.speculative(target, draft, prompts, gamma=gamma, max_new_tokens=MAX_NEW,
+                                trace=True)
     assert result.tokens == expected
     per_row = [[it.gamma for it in result.row(b).trace] for b in range(len(prompts))]
     assert any(len(set(g)) > 1 for g in per_row)  # γ moved during a row's generation
@@ -269,12 +274,22 @@ def test_cost_aware_gamma_in_loop_takes_the_costs_the_loop_paid(pair, monkeypatc
     assert set(schedule.checking) == {1, 2, 3, 5} and schedule.checking[1] == 1.0
     values = list(schedule.checking.values())
     assert values == sorted(values) and schedule.cost_ratio > 0
-    run = specnb.speculative(target, draft, [ids], gamma=schedule, max_new_tokens=MAX_NEW)
-    assert run.tokens == specnb.autoregressive(target, [ids], max_new_tokens=MAX_NEW).tokens
+    run = specnb.speculative(target, draft, [ids], gamma=schedule, max_new_tokens=MAX_NEW,
+                             trace=True)
+    assert run.tokens == specnb.autoregressive(target, [ids], max_new_tokens=MAX_NEW,
+                                               trace=True).tokens
 
     paid = {1: 1.3, 2: 1.2, 4: 1.6}  # what each γ run paid: γ = 2 a noisy dip
+    calibrate = importlib.import_module("specnb.methods.calibrate")
+    gamma_of, speculative = {}, calibrate.speculative  # each run's γ, by the run
+
+    def remembered(*args, gamma, **kwargs):
+        result = speculative(*args, gamma=gamma, **kwargs)
+        gamma_of[id(result)] = gamma
+        return result
+    monkeypatch.setattr(calibrate, "speculative", remembered)
     monkeypatch.setattr(specnb.theory, "in_loop_checking_cost",
-                        lambda runs, refs: {"median": paid[runs[0].trace[0].gamma]})
+                        lambda runs, refs: {"median": paid[gamma_of[id(runs[0])]]})
     schedule = specnb.cost_aware_in_loop(target, draft, ids, gammas=(4, 1, 2), max_new_tokens=12)
     assert schedule.checking == pytest.approx({1: 1.0, 2: 1.3, 3: 1.3, 5: 1.6})
     with pytest.raises(ValueError, match="gammas"):

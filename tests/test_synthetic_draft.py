@@ -64,7 +64,8 @@ def test_the_loop_measures_the_dialled_alpha(target, prompts, temperature):
     generator = torch.Generator().manual_seed(0)
     batch = [p[0].tolist() for p in prompts] * 8  # enough iterations that 4 SE tell 0.7 from 0.6
     result = specnb.speculative(target, SyntheticDraft(target, alpha), batch, gamma=gamma,
-                                max_new_tokens=64, temperature=temperature, generator=generator)
+                                max_new_tokens=64, temperature=temperature, generator=generator,
+                                trace=True)
     # sampled: exact but where p(r) > α (rare); greedy: λ = α, plus noise landing on the argmax
     assert specnb.estimate_alpha(result) == pytest.approx(alpha, abs=0.01 if temperature
                                                           else 0.05)

@@ -136,13 +136,13 @@ def test_missing_ranks_name_the_command(tmp_path):
 
 def test_speculative_without_gamma_drafts_the_recommended_shape(target, prompts):
     head = random_head(target, std=0.05)
-    plain = specnb.autoregressive(target, prompts[1], max_new_tokens=12)
+    plain = specnb.autoregressive(target, prompts[1], max_new_tokens=12, trace=True)
     for shape in [(2, 1), (1, 1)]:
         head.advisor = lambda temperature, shape=shape: shape
-        chosen = specnb.speculative(target, head, prompts[1], max_new_tokens=12)
+        chosen = specnb.speculative(target, head, prompts[1], max_new_tokens=12, trace=True)
         tree = shape if max(shape) > 1 else None
         explicit = specnb.speculative(target, FeatureDrafter(head.head, tree=tree), prompts[1],
-                                      gamma=len(shape), max_new_tokens=12)
+                                      gamma=len(shape), max_new_tokens=12, trace=True)
         assert chosen.tokens == explicit.tokens == plain.tokens
         assert [len(it.drafted) for it in chosen.trace] == \
             [len(it.drafted) for it in explicit.trace]
@@ -151,14 +151,14 @@ def test_speculative_without_gamma_drafts_the_recommended_shape(target, prompts)
 
 def test_speculative_without_gamma_drafts_a_recommended_dynamic_tree(target, prompts):
     head = random_head(target, std=0.05)
-    plain = specnb.autoregressive(target, prompts[1], max_new_tokens=12)
+    plain = specnb.autoregressive(target, prompts[1], max_new_tokens=12, trace=True)
     head.advisor = lambda temperature: DynamicTree(3, 2, 2)
     drafter, gamma = head.recommended()
     assert drafter.dynamic == DynamicTree(3, 2, 2) and gamma == 2
     assert drafter.shape_text(gamma) == "dynamic tree (3, 2, 2)"
-    chosen = specnb.speculative(target, head, prompts[1], max_new_tokens=12)
+    chosen = specnb.speculative(target, head, prompts[1], max_new_tokens=12, trace=True)
     explicit = specnb.speculative(target, FeatureDrafter(head.head, dynamic=(3, 2, 2)),
-                                  prompts[1], gamma=2, max_new_tokens=12)
+                                  prompts[1], gamma=2, max_new_tokens=12, trace=True)
     assert chosen.tokens == explicit.tokens == plain.tokens
     assert [[d.parent for d in it.drafted] for it in chosen.trace] == \
         [[d.parent for d in it.drafted] for it in explicit.trace]
@@ -239,10 +239,11 @@ def test_speculative_asks_the_advisor_for_its_temperature(target, prompts):
         return (1, 1) if temperature > 0 else (2, 1)
     head.advisor = advisor
     sampled = specnb.speculative(target, head, prompts[1], max_new_tokens=8, temperature=0.8,
-                                 generator=torch.Generator().manual_seed(0))
-    greedy = specnb.speculative(target, head, prompts[1], max_new_tokens=8)
+                                 generator=torch.Generator().manual_seed(0), trace=True)
+    greedy = specnb.speculative(target, head, prompts[1], max_new_tokens=8, trace=True)
     assert asked == [0.8, 0.0]
     assert all(d.parent is None for it in sampled.trace for d in it.drafted)  # a chain
     assert any(d.parent is not None for it in greedy.trace for d in it.drafted)  # the tree
     with pytest.raises(ValueError, match="temperature"):
-        specnb.speculative(target, head, prompts[1], max_new_tokens=8, temperature=-1.0)
+        specnb.speculative(target, head, prompts[1], max_new_tokens=8, temperature=-1.0,
+                           trace=True)

@@ -110,11 +110,11 @@ def test_rank_counts_refuse_chains():
 def test_ranks_through_the_loop(target, drafts, prompts):
     """The target drafting for itself: its token is always its own best guess (rank 1)."""
     same = specnb.speculative(target, TopKTree(target, 3, 1), prompts[1], gamma=1,
-                              max_new_tokens=10)
+                              max_new_tokens=10, trace=True)
     assert theory.acceptance_by_rank([same], (3,)) == [[1.0, 1.0, 1.0]]
     # An unrelated draft: each rank's share adds up to what the loop accepted.
     other = specnb.speculative(target, TopKTree(drafts["random"], 3, 1), prompts[1], gamma=1,
-                               max_new_tokens=24)
+                               max_new_tokens=24, trace=True)
     hits, reached = theory.rank_counts([other], 1)
     assert sum(hits[0].values()) == other.stats.accepted
     assert reached[0] == sum(1 for it in other.trace if it.drafted)

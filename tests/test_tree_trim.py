@@ -103,7 +103,8 @@ def test_trimmed_trees_equal_hf_greedy_alone_and_in_a_ragged_batch(target, promp
     head = random_head(target, std=0.3)
     drafter = FeatureDrafter(head.head, tree=tree, trim=STEEP)
     batch = greedy_equals_hf(target, prompts, drafter, gamma)
-    alone = specnb.speculative(target, drafter, prompts[0], gamma=gamma, max_new_tokens=30)
+    alone = specnb.speculative(target, drafter, prompts[0], gamma=gamma, max_new_tokens=30,
+                               trace=True)
     sizes = {len(it.drafted) for it in alone.trace}
     assert max(sizes) <= sum(tree) and len(sizes) > 1  # trimmed, and not always alike
     assert min(len(it.drafted) for it in batch.trace) < sum(tree)
@@ -112,12 +113,12 @@ def test_trimmed_trees_equal_hf_greedy_alone_and_in_a_ragged_batch(target, promp
 def test_a_free_forward_trims_nothing_and_a_dear_one_everything(target, prompts):
     head = random_head(target, std=0.05).head
     plain = specnb.speculative(target, FeatureDrafter(head, tree=(3, 2)), prompts[0], gamma=2,
-                               max_new_tokens=20)
+                               max_new_tokens=20, trace=True)
     free = specnb.speculative(target, FeatureDrafter(head, tree=(3, 2), trim=TreeCost(
-        (1.0,) * 8, 0.0)), prompts[0], gamma=2, max_new_tokens=20)
+        (1.0,) * 8, 0.0)), prompts[0], gamma=2, max_new_tokens=20, trace=True)
     assert [it.drafted for it in free.trace] == [it.drafted for it in plain.trace]
     dear = specnb.speculative(target, FeatureDrafter(head, tree=(3, 2), trim=TreeCost(
-        (1.0, 5.0), 0.0)), prompts[0], gamma=2, max_new_tokens=20)
+        (1.0, 5.0), 0.0)), prompts[0], gamma=2, max_new_tokens=20, trace=True)
     assert dear.tokens == plain.tokens and dear.stats.drafted == 0
 
 

@@ -47,12 +47,13 @@ def test_bad_input(call, fragment):
 
 def test_iteration_tree_reads_a_traced_tree(target, drafts, prompts):
     result = specnb.speculative(target, TopKTree(drafts["random"], 2, 2), prompts[0], gamma=2,
-                                max_new_tokens=8)
+                                max_new_tokens=8, trace=True)
     iteration = next(it for it in result.trace if it.drafted)
     parts = iteration_tree(iteration, str)
     assert parts["parents"] == [d.parent for d in iteration.drafted]
     assert parts["emitted"] == (str(iteration.emitted[-1].token), iteration.emitted[-1].kind)
     plot_tree(**parts)
-    chain = specnb.speculative(target, drafts["random"], prompts[0], gamma=2, max_new_tokens=4)
+    chain = specnb.speculative(target, drafts["random"], prompts[0], gamma=2, max_new_tokens=4,
+                               trace=True)
     with pytest.raises(ValueError, match="token tree"):
         iteration_tree(next(it for it in chain.trace if it.drafted), str)

@@ -146,12 +146,13 @@ def run(args, pair=None, keep_partial: bool = False) -> dict:
     device = target.device
     common = {"max_new_tokens": args.max_new_tokens}
     methods = {  # our autoregressive comes first: it is every row's reference
-        "ours autoregressive": lambda p: autoregressive(target, p, **common),
-        f"ours speculative γ={args.gamma}": lambda p: speculative(target, draft, p,
-                                                                  gamma=args.gamma, **common),
-        f"ours prompt lookup k={args.num_pred}": lambda p: prompt_lookup(
-            target, p, num_pred=args.num_pred, **common),
-        "HF generate": lambda p: hf_batched_generate(target, p, args.max_new_tokens),
+        "ours autoregressive": lambda p, trace=False: autoregressive(target, p, **common,
+                                                                     trace=trace),
+        f"ours speculative γ={args.gamma}": lambda p, trace=False: speculative(
+            target, draft, p, gamma=args.gamma, **common, trace=trace),
+        f"ours prompt lookup k={args.num_pred}": lambda p, trace=False: prompt_lookup(
+            target, p, num_pred=args.num_pred, **common, trace=trace),
+        "HF generate": lambda p, trace=False: hf_batched_generate(target, p, args.max_new_tokens),
     }
     chosen = {"autoregressive", *args.methods}
     methods = {name: f for (name, f), key in zip(methods.items(), METHODS) if key in chosen}
@@ -197,9 +198,13 @@ def run(args, pair=None, keep_partial: bool = False) -> dict:
 def time_batch(args, methods: dict, prompts, mix: str, batch: int, device, bar) -> list:
     """Every method on one batch: warm-ups, then repeats in which every method runs in turn; a
     row per method, its rows checked against the first method's (ours autoregressive)."""
-    for function in methods.values():
-        for _ in range(args.warmup):
+    # The per-row counts and α̂ come from an untimed traced run, the last warm-up's: the timed
+    # runs are plain calls, which record no trace.
+    traced = {}
+    for name, function in methods.items():
+        for _ in range(max(args.warmup - 1, 0)):
             function(prompts)
+        traced[name] = function(prompts, trace=True)
     # Repeat i runs every method in turn, so a slow moment of a shared machine hits all of
     # them alike: ratios of repeat i are paired.
     samples, results = {name: [] for name in methods}, {}
@@ -219,9 +224,10 @@ def time_batch(args, methods: dict, prompts, mix: str, batch: int, device, bar) 
         if not isinstance(result, list):
             stats = result.stats
             row.update(target_forwards=stats.target_forwards, drafted=stats.drafted,
-                       accepted=stats.accepted, **per_row_counts(result))
+                       accepted=stats.accepted, **per_row_counts(traced[name]))
+            row["wall_s"] = stats.wall_s  # the timed run's, not the traced one's
             if stats.drafted:
-                row["alpha_hat"] = estimate_alpha(result)
+                row["alpha_hat"] = estimate_alpha(traced[name])
         rows.append(row)
         bar.update()
     return rows

@@ -152,8 +152,8 @@ def all_methods(args, target, draft, head, cost_aware):
     common = {"max_new_tokens": args.max_new_tokens}
     pristine = copy.deepcopy(draft.generation_config)
     sampled = {"temperature": args.temperature}
-    table = {"ours autoregressive": (0, lambda ids, g: autoregressive(
-        target, ids, **common, **sampled, generator=g))}
+    table = {"ours autoregressive": (0, lambda ids, g, trace=False: autoregressive(
+        target, ids, **common, **sampled, generator=g, trace=trace))}
     # Our drafters stop early where the draft doubts its token (`--stop-below`), as
     # transformers' assistant does at the same threshold (its peers below).
     stop = args.stop_below or None
@@ -175,8 +175,9 @@ def all_methods(args, target, draft, head, cost_aware):
     for gamma, drafting, precision in runs(None, "head_int8_gammas"):  # float γ: below
         chain = FeatureDrafter(drafting, stop_below=stop)
         table[f"ours feature head{precision} γ={gamma}"] = (
-            gamma, lambda ids, g, chain=chain, gamma=gamma: speculative(
-                target, chain, ids, gamma=gamma, **common, **sampled, generator=g))
+            gamma, lambda ids, g, trace=False, chain=chain, gamma=gamma: speculative(
+                target, chain, ids, gamma=gamma, **common, **sampled, generator=g,
+                trace=trace))
     for widths, drafting, precision in runs("head_trees", "head_int8_trees"):
         # A tree of depth D drafts D levels (γ = D), the head's runners-up as siblings; no
         # chain formula predicts it (γ None, as for a schedule).
@@ -187,14 +188,16 @@ def all_methods(args, target, draft, head, cost_aware):
             tree = FeatureDrafter(drafting, stop_below=stop, tree=widths, trim=trim)
             name = f"ours feature head{precision} tree={','.join(map(str, widths))}"
             table[name + (" trimmed" if trim else "")] = (
-                None, lambda ids, g, tree=tree, depth=len(widths): speculative(
-                    target, tree, ids, gamma=depth, **common, **sampled, generator=g))
+                None, lambda ids, g, trace=False, tree=tree, depth=len(widths): speculative(
+                    target, tree, ids, gamma=depth, **common, **sampled, generator=g,
+                        trace=trace))
     for shape, drafting, precision in runs("head_dynamic", "head_int8_dynamic"):
         # EAGLE-2's dynamic tree: grown from the head's probabilities, γ = its depth.
         grown = FeatureDrafter(drafting, dynamic=shape)
         table[f"ours feature head{precision} dynamic={','.join(map(str, shape))}"] = (
-            None, lambda ids, g, grown=grown, depth=shape[1]: speculative(
-                target, grown, ids, gamma=depth, **common, **sampled, generator=g))
+            None, lambda ids, g, trace=False, grown=grown, depth=shape[1]: speculative(
+                target, grown, ids, gamma=depth, **common, **sampled, generator=g,
+                trace=trace))
     for widths, drafting, precision in runs("mixed", "mixed_int8"):
         # The head's tree and two prompt-lookup branches of up to --num-pred tokens, one tree.
         # Lookup branches need a 2-token match here: 1-token matches on open-ended text add
@@ -202,9 +205,9 @@ def all_methods(args, target, draft, head, cost_aware):
         mixed = MixedDrafter(FeatureDrafter(drafting, stop_below=stop, tree=widths),
                              NgramDrafter(n_max=max(args.ngram_max, 2), n_min=2, branches=2))
         table[f"ours mixed{precision} tree={','.join(map(str, widths))}+lookup"] = (
-            None, lambda ids, g, mixed=mixed: speculative(
+            None, lambda ids, g, trace=False, mixed=mixed: speculative(
                 target, mixed, ids, gamma=max(args.num_pred, 1), **common, **sampled,
-                generator=g))
+                generator=g, trace=trace))
     for label, key, drafter, gammas in drafters:
         # Fixed γ from the list, then the dynamic schedules; each under every acceptance rule.
         choices = [(gamma, gamma) for gamma in gammas] if "fixed" in args.schedules else []
@@ -215,31 +218,32 @@ def all_methods(args, target, draft, head, cost_aware):
             for name, gamma in choices:
                 table[f"ours {label} γ={name}{suffix}"] = (
                     gamma if isinstance(gamma, int) else None,
-                    lambda ids, g, drafter=drafter, gamma=gamma, rule=rule: speculative(
+                    lambda ids, g, trace=False, drafter=drafter, gamma=gamma, rule=rule: speculative(
                         target, drafter, ids, gamma=gamma, acceptance=rule, **common, **sampled,
-                        generator=g))
-    table[f"ours prompt lookup k={args.num_pred}"] = (args.num_pred, lambda ids, g: prompt_lookup(
+                        generator=g, trace=trace))
+    table[f"ours prompt lookup k={args.num_pred}"] = (args.num_pred, lambda ids, g, trace=False: prompt_lookup(
         target, ids, num_pred=args.num_pred, ngram_max=args.ngram_max, **common, **sampled,
-        generator=g))
+        generator=g, trace=trace))
     for window, ngram, candidates in getattr(args, "lookahead", []):
         # A token tree of window and pooled n-grams (no chain formula predicts it: γ None).
         table[f"ours lookahead W,N,G={window},{ngram},{candidates}"] = (
-            None, lambda ids, g, w=window, n=ngram, c=candidates: lookahead(
-                target, ids, window=w, ngram=n, candidates=c, **common, **sampled, generator=g))
+            None, lambda ids, g, trace=False, w=window, n=ngram, c=candidates: lookahead(
+                target, ids, window=w, ngram=n, candidates=c, **common, **sampled, generator=g,
+                trace=trace))
     if args.temperature == 0:
-        table[f"ours jacobi block={args.block}"] = (0, lambda ids, g: jacobi(
-            target, ids, block=args.block, **common))
-    table["HF generate"] = (0, lambda ids, g: hf_generate(target, ids, **common, **sampled,
+        table[f"ours jacobi block={args.block}"] = (0, lambda ids, g, trace=False: jacobi(
+            target, ids, block=args.block, **common, trace=trace))
+    table["HF generate"] = (0, lambda ids, g, trace=False: hf_generate(target, ids, **common, **sampled,
                                                           generator=g))
     for gamma in args.gammas:
-        table[f"HF assisted γ={gamma}"] = (gamma, lambda ids, g, gamma=gamma: hf_assisted(
+        table[f"HF assisted γ={gamma}"] = (gamma, lambda ids, g, trace=False, gamma=gamma: hf_assisted(
             target, draft, pristine, ids, settings={
                 "num_assistant_tokens": gamma, "num_assistant_tokens_schedule": "constant",
                 "assistant_confidence_threshold": args.stop_below}, **common, **sampled,
             generator=g))
-    table["HF assisted default"] = (0, lambda ids, g: hf_assisted(
+    table["HF assisted default"] = (0, lambda ids, g, trace=False: hf_assisted(
         target, draft, pristine, ids, **common, **sampled, generator=g))
-    table[f"HF prompt lookup k={args.num_pred}"] = (args.num_pred, lambda ids, g: hf_generate(
+    table[f"HF prompt lookup k={args.num_pred}"] = (args.num_pred, lambda ids, g, trace=False: hf_generate(
         target, ids, **common, **sampled, generator=g, prompt_lookup_num_tokens=args.num_pred,
         max_matching_ngram_size=args.ngram_max))
     return table
@@ -362,9 +366,13 @@ def run(args, pair=None, progress: bool = True, keep_partial: bool = False) -> d
 def time_prompt(args, table: dict, ids, prompt: dict, generator, device, bar) -> list:
     """Every method of `table` on one prompt: warm-ups, then interleaved timed rounds; a `Row`
     per method, checked against the first method's tokens (ours autoregressive)."""
+    # The trace (α̂, ĉ, the γ asked for) comes from an untimed run, the last warm-up's: the
+    # timed runs are plain calls, which record none.
+    traced = {}
     for name, (gamma, function) in table.items():
-        for _ in range(args.warmup):
+        for _ in range(max(args.warmup - 1, 0)):
             function(ids, generator)
+        traced[name] = function(ids, generator, trace=True)
     # Repeats interleaved, a round visits every method once: a slow moment of a shared
     # machine then lands on every method alike, not on one method's repeats.
     samples, last = {name: [] for name in table}, {}
@@ -387,10 +395,10 @@ def time_prompt(args, table: dict, ids, prompt: dict, generator, device, bar) ->
             if name == "ours autoregressive":
                 baseline = result
             if stats.drafted:  # any checked draft, a model's or prompt lookup's copy
-                row.alpha_hat = estimate_alpha(result)
+                row.alpha_hat = estimate_alpha(traced[name])
             if stats.draft_forwards:
                 row.c_hat = estimate_cost_ratio(result, baseline)
-            asked = [it.gamma for it in result.trace if it.gamma is not None]
+            asked = [it.gamma for it in traced[name].trace if it.gamma is not None]
             row.mean_gamma = statistics.mean(asked) if asked else float("nan")
         reference = reference if reference is not None else tokens
         row.new_tokens = len(tokens)

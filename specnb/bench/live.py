@@ -43,7 +43,7 @@ def speculative_summary(target, draft, ids, gamma=4, temperature=0.0, seed=0,
     """
     generator = torch.Generator(device=target.device).manual_seed(int(seed))
     result = speculative(target, draft, ids, gamma=gamma, max_new_tokens=max_new_tokens,
-                         temperature=temperature, generator=generator)
+                         temperature=temperature, generator=generator, trace=True)
     stats, alpha_hat = result.stats, estimate_alpha(result)
     by_position = [[0, 0] for _ in range(gamma)]
     for it in result.trace:
@@ -89,7 +89,10 @@ def race(target, draft, ids, gamma: int = 4, temperature: float = 0.0, max_new_t
                                                target.device)
     tokens = {"ar": results["ar"].tokens[0], "spec": results["spec"].tokens[0],
               "hf": results["hf"].tokens}
-    alpha_hat = estimate_alpha(results["spec"])
+    # α̂ from an untimed traced run of the same seed (the timed runs record no trace)
+    traced = table[names["spec"]][1](
+        ids, torch.Generator(device=target.device).manual_seed(int(seed)), trace=True)
+    alpha_hat = estimate_alpha(traced)
     c_hat = estimate_cost_ratio(results["spec"], results["ar"])
     predicted = predicted_speedup(alpha_hat, int(gamma), c_hat) \
         if not (math.isnan(alpha_hat) or math.isnan(c_hat)) else math.nan
@@ -148,7 +151,8 @@ def clock_against_theory(target, drafters: dict, ids, latency: dict | None = Non
     for name, (_, gamma) in drafters.items():
         gamma, result = int(gamma), results[name]
         ratios = timing["speedups"][name]
-        alpha_hat, c_hat = estimate_alpha(result), estimate_cost_ratio(result, plain)
+        alpha_hat = estimate_alpha(timing["traced"][name])
+        c_hat = estimate_cost_ratio(result, plain)
         paid = in_loop_checking_cost(timing["rounds"][name], timing["rounds"]["autoregressive"])
         checking = paid["median"]
         known = not (math.isnan(alpha_hat) or math.isnan(c_hat))
@@ -179,20 +183,28 @@ def interleaved_clock(target, drafters: dict, ids, repeats: int = 5, warmup: int
 
     Returns {"seconds": {name: [s per round]} ("autoregressive" first), "results": {name: the
     last round's GenerationResult}, "rounds": {name: [its GenerationResult per round]},
+    "traced": {name: an untimed run's GenerationResult with its trace},
     "speedups": {name: [autoregressive s / the method's s, per
     round]}, "identical": {name: its tokens equal autoregressive's}}."""
     if not drafters:
         raise ValueError("drafters must map at least one name to (drafter, gamma)")
     repeats, warmup = check_int("repeats", repeats, 1), check_int("warmup", warmup, 0)
-    runs = {"autoregressive": lambda: autoregressive(target, ids, max_new_tokens=max_new_tokens)}
+    runs = {"autoregressive": lambda trace=False: autoregressive(
+        target, ids, max_new_tokens=max_new_tokens, trace=trace)}
     for name, (drafter, gamma) in drafters.items():
         if name == "autoregressive":
             raise ValueError("'autoregressive' is the reference's name; call the drafter otherwise")
-        runs[name] = (lambda d=drafter, g=check_int(f"{name}'s gamma", gamma, 1): speculative(
-            target, d, ids, gamma=g, max_new_tokens=max_new_tokens))
-    for _ in range(warmup):
+        runs[name] = (lambda trace=False, d=drafter, g=check_int(f"{name}'s gamma", gamma, 1):
+                      speculative(target, d, ids, gamma=g, max_new_tokens=max_new_tokens,
+                                  trace=trace))
+    # The timed rounds are plain calls; the trace (α̂, what was drafted) comes from one untimed
+    # run per method, the last warm-up (one even with warmup=0).
+    traced = {}
+    for _ in range(max(warmup - 1, 0)):
         for run in runs.values():
             run()
+    for name, run in runs.items():
+        traced[name] = run(trace=True)
     seconds, rounds = {name: [] for name in runs}, {name: [] for name in runs}
     for _ in range(repeats):
         for name, run in runs.items():
@@ -201,7 +213,7 @@ def interleaved_clock(target, drafters: dict, ids, repeats: int = 5, warmup: int
             rounds[name].append(result)
     results = {name: runs_of[-1] for name, runs_of in rounds.items()}
     plain = results["autoregressive"]
-    return {"seconds": seconds, "results": results, "rounds": rounds,
+    return {"seconds": seconds, "results": results, "rounds": rounds, "traced": traced,
             "speedups": {name: [a / b for a, b in zip(seconds["autoregressive"], seconds[name])]
                          for name in drafters},
             "identical": {name: results[name].tokens == plain.tokens for name in drafters}}

@@ -8,8 +8,9 @@ One process runs our autoregressive loop and `speculative` at each γ on the sam
 every part of an iteration wrapped in a clock: choosing γ (`budget`), drafting outside the
 draft's forwards (`propose`), our cache wrapper around the target's forward (`forward`), turning
 logits into probabilities (`probs`), the acceptance rule (`verify`), rolling back and emitting
-(`rollback`, `emit`), the trace (`record`), the drafter's own bookkeeping (`update`) and dropping
-finished rows (`drop`). The *overhead* of an iteration is its wall time minus the target's and
+(`rollback`, `emit`), the step's one host read (`read`), the rows' state and statistics
+(`state`), what the drafter is told (`step`), the drafter's own bookkeeping (`update`) and
+dropping finished rows (`drop`). The *overhead* of an iteration is its wall time minus the target's and
 the draft's forwards (`TimedModel` logs). Host syncs are counted by where they happen: every
 `.tolist()`, `.item()`, `bool()`, `int()`, `float()` of a tensor (free on a CPU, a wait on a
 GPU) is attributed to the first specnb line on its stack.
@@ -108,7 +109,8 @@ def instrumented(drafter, count_syncs: bool):
     speculative_module = sys.modules[speculate.__module__]  # the loop's module: its globals
     run_module = sys.modules[Run.__module__]
     targets = [  # (owner, attribute, section)
-        (Run, "draft_budget", "budget"), (Run, "record", "record"),
+        (Run, "draft_budget", "budget"), (Run, "read_step", "read"), (Run, "advance", "state"),
+        (Run, "drafter_step", "step"),
         (Run, "drop_finished", "drop"), (BatchOutput, "extend", "emit"),
         (BatchedCachedLM, "rollback", "rollback"),
         (speculative_module, "logits_to_probs", "probs"),

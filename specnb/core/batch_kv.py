@@ -20,11 +20,9 @@ statistical test runs them) share one prefill forward.
 It does not sample, verify or decide what to feed; the loops in `specnb.methods` do.
 """
 
-import time
-
 import torch
 
-from .timed import TimedModel, crop_cache
+from .timed import TimedModel, clock_start, clock_stop, crop_cache
 from .sampler import checking
 from .tree import check_parents, tree_ancestors
 
@@ -47,6 +45,16 @@ class BatchedCachedLM(TimedModel):
         self.cache = DynamicCache()
         self.valid = None  # [B, S] bool: slot s holds a real token of row b
         self.lengths = None  # [B] int64: real tokens per row = the next position id
+        # The same counts on the host while they are known without reading the device (callers
+        # pass what they already read); None: `host_lengths()` reads them once.
+        self._host_lengths = None
+        self._host_before = None  # the counts before the last forward (a tree chunk's start)
+
+    def host_lengths(self) -> list:
+        """Each row's real tokens, on the host: the mirror, or one read of the device."""
+        if self._host_lengths is None:
+            self._host_lengths = self.lengths.tolist()
+        return self._host_lengths
 
     @property
     def num_slots(self) -> int:
@@ -62,13 +70,13 @@ class BatchedCachedLM(TimedModel):
         index = [distinct.setdefault(tuple(p), len(distinct)) for p in prompts]
         if len(distinct) == len(prompts):
             return None
-        return [list(p) for p in distinct], torch.tensor(index, device=self.device)
+        return [list(p) for p in distinct], index
 
-    def _expand_rows(self, index: torch.Tensor) -> None:
+    def _expand_rows(self, index: list) -> None:
         """Row b of the cache becomes row index[b] of the current one (rows may repeat)."""
         self.select_rows(index)
         if self.features is not None:
-            self.features = self.features[index]
+            self.features = self.features[torch.tensor(index, device=self.device)]
 
     def _right_padded(self, prompts: list) -> tuple:
         """Ragged prompts -> (ids `[B, width]` right-padded, valid `[B, width]`, lengths `[B]`).
@@ -90,12 +98,13 @@ class BatchedCachedLM(TimedModel):
             distinct, index = shared
             logits = self.prefill(distinct)
             self._expand_rows(index)
-            return logits[index]
+            return logits[torch.tensor(index, device=self.device)]
         ids, new_valid, lengths = self._right_padded(prompts)
         last = lengths - 1
         # Only the columns holding some row's last token: [B, K, V] instead of [B, width, V].
         columns = torch.unique(last)
-        logits = self.forward(ids, new_valid, keep_columns=columns, **model_inputs)
+        logits = self.forward(ids, new_valid, keep_columns=columns,
+                              new_counts=[len(p) for p in prompts], **model_inputs)
         return logits[torch.arange(len(prompts), device=self.device),
                       torch.searchsorted(columns, last)]
 
@@ -113,11 +122,13 @@ class BatchedCachedLM(TimedModel):
             self._expand_rows(index)
             return
         ids, new_valid, _ = self._right_padded(prompts)
-        self.forward(ids, new_valid, keep=1, **model_inputs)
+        self.forward(ids, new_valid, keep=1, new_counts=[len(p) for p in prompts],
+                     **model_inputs)
 
     @torch.inference_mode()
     def forward(self, new_ids, new_valid=None, keep: int | None = None,
-                keep_columns=None, tree=None, visible=None, **model_inputs) -> torch.Tensor:
+                keep_columns=None, tree=None, visible=None, new_counts=None,
+                **model_inputs) -> torch.Tensor:
         """Append `new_ids [B, T]` (padding where `new_valid` is False); return logits.
 
         Logits are `[B, keep, V]` for the last `keep` columns (all T when keep is None), or for
@@ -133,6 +144,8 @@ class BatchedCachedLM(TimedModel):
         depth per forward (EAGLE-2's dynamic tree) feeds each depth as a chunk that sees the
         prefix and its own ancestors of earlier chunks, not their siblings. A token's position
         is then the number of real slots it sees, plus its depth in the chunk, minus one.
+        `new_counts`: each row's number of real new tokens, when the caller knows it on the host
+        (with `new_valid`), so the cache's lengths stay known there without a read.
         """
         batch, width = new_ids.shape
         all_real = new_valid is None  # the common case, a few tensor ops cheaper
@@ -141,6 +154,7 @@ class BatchedCachedLM(TimedModel):
         if self.valid is None:
             self.valid = torch.zeros(batch, 0, dtype=torch.bool, device=self.device)
             self.lengths = torch.zeros(batch, dtype=torch.long, device=self.device)
+            self._host_lengths = [0] * batch
         if self.valid.shape[0] != batch:
             raise ValueError(f"new_ids has {batch} rows but the cache holds {self.valid.shape[0]}; "
                              f"use select_rows to drop finished rows first")
@@ -164,17 +178,21 @@ class BatchedCachedLM(TimedModel):
         elif keep is not None and self._can_keep:
             kwargs["logits_to_keep"] = keep
 
-        self._synchronize()
-        start = time.perf_counter()
+        start = clock_start(self.device)
         out = self.model(input_ids=new_ids if all_real else
                          torch.where(new_valid, new_ids, self.pad_token_id),
                          attention_mask=attention_mask, position_ids=positions, **kwargs)
-        self._synchronize()
-        self.log.seconds.append(time.perf_counter() - start)
+        self.log.spans.append(clock_stop(self.device, start))
         self.log.num_tokens.append(batch * width)
 
         self.valid = torch.cat([self.valid, new_valid], dim=1)
         self.lengths = self.lengths + (width if all_real else new_valid.sum(1))
+        host = self._host_before = self._host_lengths
+        if all_real and host is not None:
+            self._host_lengths = [h + width for h in host]
+        else:
+            self._host_lengths = None if host is None or new_counts is None else \
+                [h + int(c) for h, c in zip(host, new_counts)]
         self.model_output = out  # the whole output of the last forward (a draft head reads it)
         if self.feature_layers:
             self.features = torch.stack([out.hidden_states[i] for i in self.feature_layers], 2)
@@ -210,45 +228,54 @@ class BatchedCachedLM(TimedModel):
             ~allowed, torch.finfo(dtype).min)
         return positions, mask.unsqueeze(1)
 
-    def keep_only(self, kept: torch.Tensor) -> None:
+    def keep_only(self, kept: torch.Tensor, *, counts=None, used: int | None = None) -> None:
         """After a tree chunk: keep, of the last forward's `T` columns, those where `kept [B, T]`
-        is True (the pending token and the accepted branch; ancestors before descendants)."""
+        is True (the pending token and the accepted branch; ancestors before descendants).
+        What the caller already read spares the device a read: `counts`, each row's number of
+        kept columns; `used`, the number of columns up to the last one any row keeps."""
         width = kept.shape[1]
         dropped = self.valid[:, -width:] & ~kept
         self.valid = torch.cat([self.valid[:, :-width], self.valid[:, -width:] & kept], 1)
         self.lengths = self.lengths - dropped.sum(1)
-        self._tidy(crop=True)
+        before = self._host_before
+        self._host_lengths = None if before is None or counts is None else \
+            [b + int(c) for b, c in zip(before, counts)]
+        self._tidy(crop=True, num_used=None if used is None else self.num_slots - width + used)
 
-    def rollback(self, num_tokens: torch.Tensor, *, crop: bool = False) -> None:
+    def rollback(self, num_tokens: torch.Tensor, *, crop: bool = False, counts=None) -> None:
         """Forget the last `num_tokens[b]` real tokens of each row b (its rejected drafts);
-        `crop`: also drop the trailing slots no row uses now (see `_tidy`)."""
+        `crop`: also drop the trailing slots no row uses now (see `_tidy`); `counts`: the same
+        numbers on the host, when the caller has read them (no read here then)."""
         # rank_from_end is 1 for a row's last real slot, 2 for the one before, ...
         rank_from_end = self.valid.flip(1).long().cumsum(1).flip(1)
         self.valid = self.valid & (rank_from_end > num_tokens.unsqueeze(1))
         self.lengths = self.lengths - num_tokens
+        host = self._host_lengths
+        self._host_lengths = None if host is None or counts is None else \
+            [h - int(c) for h, c in zip(host, counts)]
         self._tidy(crop=crop)
 
-    def _tidy(self, crop: bool) -> None:
+    def _tidy(self, crop: bool, num_used: int | None = None) -> None:
         """Compact when holes pile up; until then they stay in place, masked. After a tree
-        chunk (`crop`), first crop the trailing slots no row uses: a tree leaves many. A chain
-        leaves a rejected draft or two: cropping every layer's keys and values for those (two
-        tensor slices per layer, every iteration) costs more in per-op overhead than attending
-        over them, so they wait for the next compaction. One host read either way."""
+        chunk (`crop`), first crop the trailing slots no row uses (`num_used` slots are in use,
+        read here unless given): a tree leaves many. A chain leaves a rejected draft or two:
+        cropping every layer's keys and values for those (two tensor slices per layer, every
+        iteration) costs more in per-op overhead than attending over them, so they wait for the
+        next compaction. Deciding reads the rows' lengths on the host, known there without a
+        read when the caller passed its counts."""
         if crop:
-            slot_numbers = torch.arange(1, self.num_slots + 1, device=self.device)
-            num_used, longest = torch.stack([(self.valid.any(0) * slot_numbers).max(),
-                                             self.lengths.max()]).tolist()
+            if num_used is None:
+                slot_numbers = torch.arange(1, self.num_slots + 1, device=self.device)
+                num_used = int((self.valid.any(0) * slot_numbers).max())
             if num_used < self.num_slots:
                 crop_cache(self.cache, self.num_slots - num_used)
                 self.valid = self.valid[:, :num_used]
-        else:
-            longest = int(self.lengths.max())
-        if self.num_slots - longest > MAX_HOLES:
+        if self.num_slots - max(self.host_lengths(), default=0) > MAX_HOLES:
             self.compact()
 
     def compact(self) -> None:
         """Move each row's real slots to the front, in order; drop the holes."""
-        width = int(self.lengths.max())
+        width = max(self.host_lengths(), default=0)
         # A stable sort of "is a hole" puts real slots first, keeping their order.
         order = torch.sort((~self.valid).long(), dim=1, stable=True).indices[:, :width]
         for layer in self.cache.layers:
@@ -257,7 +284,14 @@ class BatchedCachedLM(TimedModel):
             layer.values = layer.values.gather(2, index)
         self.valid = torch.arange(width, device=self.device) < self.lengths.unsqueeze(1)
 
-    def select_rows(self, rows: torch.Tensor) -> None:
-        """Keep only `rows` (indices into the current batch), e.g. the unfinished ones."""
+    def select_rows(self, rows) -> None:
+        """Keep only `rows` (indices into the current batch: a list, or a tensor, after which
+        the rows' lengths are read again when next needed), e.g. the unfinished ones."""
+        if isinstance(rows, torch.Tensor):
+            self._host_lengths = None
+        else:
+            if self._host_lengths is not None:
+                self._host_lengths = [self._host_lengths[i] for i in rows]
+            rows = torch.tensor(rows, dtype=torch.long, device=self.device)
         self.cache.batch_select_indices(rows)
         self.valid, self.lengths = self.valid[rows], self.lengths[rows]

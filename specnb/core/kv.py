@@ -54,8 +54,8 @@ class CachedLM(BatchedCachedLM):
         # Reuse the common prefix, but re-run at least `keep` tokens: their logits are not stored.
         reuse = min(common_prefix_len(self.cached_ids, sequence), length - keep)
         if len(self.cached_ids) > reuse:
-            self.rollback(torch.tensor([len(self.cached_ids) - reuse], device=self.device),
-                          crop=True)  # one row: keep the cache exactly its ids
+            drop = len(self.cached_ids) - reuse
+            self.rollback(torch.tensor([drop], device=self.device), crop=True, counts=[drop])  # one row: keep the cache exactly its ids
         new_ids = torch.tensor([sequence[reuse:]], dtype=torch.long, device=self.device)
         logits = self.forward(new_ids, keep=keep)
         self.cached_ids = sequence

@@ -14,6 +14,8 @@ import os
 
 import torch
 
+from .host import reads_are_cheap
+
 # The smallest and largest temperatures that float32 holds as normal numbers: a smaller T would
 # round to 0 (0 / 0 = NaN) or be flushed to 0 on a GPU, a larger one to inf (-inf / inf = NaN).
 # Clamping changes nothing else: at T = 1.2e-38 every logit gap wider than ~4e-38 is already
@@ -26,7 +28,7 @@ def checking(tensor: torch.Tensor, check) -> bool:
     a check costs no device sync, and on a GPU only in strict mode (SPECNB_STRICT=1)."""
     if check is not None:
         return bool(check)
-    return tensor.device.type == "cpu" or os.environ.get("SPECNB_STRICT") == "1"
+    return reads_are_cheap(tensor.device) or os.environ.get("SPECNB_STRICT") == "1"
 
 
 def check_temperature(temperature) -> float:

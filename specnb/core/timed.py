@@ -1,9 +1,12 @@
 """What every cache wrapper shares: the model, its keyword names, and a log of its forwards;
-and `timed`, the stopwatch the benchmarks and the assignments use.
+the device-aware clock the loops time sections with; and `timed`, the stopwatch the benchmarks
+and the assignments use.
 
-`TimedModel` counts and times each forward (synchronizing on a GPU, so the clock measures the
-work, not the launch); `crop_cache` drops trailing positions from a `DynamicCache` the same way
-on every transformers 5.x release. Neither feeds tokens: `BatchedCachedLM` does.
+`TimedModel` counts and times each forward without waiting for the device: on a GPU a forward's
+time is a pair of CUDA events, read once the step's one host read has passed them (a wait per
+forward would add the syncs transformers' loops do not pay); on a CPU it is the plain clock.
+`crop_cache` drops trailing positions from a `DynamicCache` the same way on every transformers
+5.x release. Neither feeds tokens: `BatchedCachedLM` does.
 """
 
 import inspect
@@ -28,12 +31,49 @@ def crop_cache(cache, num_tokens_to_remove: int) -> None:
         cache.crop(-num_tokens_to_remove)
 
 
+def clock_start(device):
+    """Start timing a section on `device`: a CUDA event recorded in its stream, else the clock."""
+    if torch.device(device).type == "cuda":
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+    return time.perf_counter()
+
+
+def clock_stop(device, start):
+    """The section's span since `start`: seconds on a CPU, a pair of CUDA events on a GPU (no
+    wait now; `seconds` reads it later)."""
+    if torch.device(device).type == "cuda":
+        end = torch.cuda.Event(enable_timing=True)
+        end.record()
+        return start, end
+    return time.perf_counter() - start
+
+
+def seconds(span) -> float:
+    """A span in seconds. A GPU span waits for its end event, which the loop's one host read per
+    step has already passed, so reading it after that read costs nothing."""
+    if isinstance(span, tuple):
+        start, end = span
+        end.synchronize()
+        return start.elapsed_time(end) / 1e3
+    return float(span)
+
+
 @dataclass
 class ForwardLog:
-    """What one forward cost: how many tokens it processed and how long it took."""
+    """What each forward cost: how many tokens it processed and its span (`seconds` reads
+    them: floats; on a GPU each event pair is read once and kept as a float)."""
 
     num_tokens: list = field(default_factory=list)
-    seconds: list = field(default_factory=list)
+    spans: list = field(default_factory=list)
+
+    @property
+    def seconds(self) -> list:
+        for i, span in enumerate(self.spans):
+            if isinstance(span, tuple):
+                self.spans[i] = seconds(span)
+        return self.spans
 
 
 class TimedModel:
@@ -58,15 +98,11 @@ class TimedModel:
 
     @property
     def num_forwards(self) -> int:
-        return len(self.log.seconds)
+        return len(self.log.spans)
 
     @property
     def forward_seconds(self) -> float:
         return sum(self.log.seconds)
-
-    def _synchronize(self) -> None:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
 
 
 # Every median `timed` has returned in this process, in order: assignment 05's check of a
@@ -78,14 +114,10 @@ MEASURED_STEPS: list = []
 
 
 def mean_step_seconds(result) -> float | None:
-    """Mean target seconds per decoding step (`theory.decoding_step_seconds`: the prompt's
-    forward left out); None for a result without a trace or without a decoding step."""
-    from ..theory import decoding_step_seconds  # plain arithmetic; theory imports no model code
+    """`theory.mean_step_seconds`: mean target seconds per decoding step, or None."""
+    from ..theory import mean_step_seconds as mean  # plain arithmetic, no model code
 
-    if not getattr(result, "trace", None):
-        return None
-    steps = decoding_step_seconds(result)
-    return sum(steps) / len(steps) if steps else None
+    return mean(result)
 
 
 def timed(function, repeats: int, device):

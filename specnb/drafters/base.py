@@ -45,7 +45,8 @@ class Step:
     when the drafter asked for none; `proposed_width`: K; `target_ids [A, K+1]`: the target's
     argmax at every fed column (the pending token, then each draft or tree node; -1 where a row
     had no distribution), or None unless the drafter sets `reads_target_ids` (lookahead reads
-    its next Jacobi guesses there).
+    its next Jacobi guesses there). `accepted`: `num_accepted` on the host (the loop has read
+    it: a drafter that needs the counts reads them here, not from the device).
     """
 
     tokens: torch.Tensor
@@ -54,6 +55,7 @@ class Step:
     features: torch.Tensor | None
     proposed_width: int
     target_ids: torch.Tensor | None = None
+    accepted: list | None = None
 
 
 def check_stop_below(stop_below):

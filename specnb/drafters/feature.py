@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 
 from ..core.batch_kv import BatchedCachedLM
+from ..core.host import reads_are_cheap
 from ..core.sampler import draw, greedy_tokens, logits_to_probs
 from .base import Drafter, Proposal, Step, check_stop_below
 from .dynamic_tree import DynamicTree, check_dynamic, grow
@@ -183,7 +184,8 @@ class FeatureDrafter(Drafter):
         self.lm = BatchedCachedLM(self.head, 0)
         self.eos = torch.tensor(sorted(eos_ids), dtype=torch.long, device=pending.device)
         self.own_entries, self.ready, self.fill_forwards = 0, features is not None, 0
-        self.unfed = None  # true entries not yet fed: (tokens, valid, features), right-aligned
+        # True entries not yet fed, right-aligned: (tokens, valid, features, counts per row)
+        self.unfed = None
         if not self.ready:  # one-token prompts: no features yet, nothing to draft from
             return
         device = pending.device
@@ -194,7 +196,8 @@ class FeatureDrafter(Drafter):
         for row, prompt in enumerate(prompts):
             tokens[row, :len(prompt) - 1] = torch.tensor(prompt[1:], device=device)
         valid = torch.arange(features.shape[1], device=device) < lengths.unsqueeze(1)
-        self.lm.forward(tokens, valid, features=features)
+        self.lm.forward(tokens, valid, features=features,
+                        new_counts=[len(p) - 1 for p in prompts])
         self.fill_forwards = 1
         self._remember(torch.arange(len(prompts), device=device), (lengths - 1).clamp_min(0))
 
@@ -208,9 +211,10 @@ class FeatureDrafter(Drafter):
         """Feed the true entries that wait (one forward), so `next_logits` gives draft 1."""
         if self.unfed is None:
             return
-        tokens, valid, features = self.unfed
+        tokens, valid, features, counts = self.unfed
         # Right-aligned: every row's last real entry is the last column, the only logits needed.
-        logits = self.lm.forward(tokens, valid, keep=1, features=features)[:, -1]
+        logits = self.lm.forward(tokens, valid, keep=1, features=features,
+                                 new_counts=counts)[:, -1]
         self.next_hidden, self.next_logits = self.lm.model_output.hidden[:, -1], logits
         self.unfed, self.ready = None, True
 
@@ -257,7 +261,7 @@ class FeatureDrafter(Drafter):
                                   temperature=temperature)
             # Every row stopped: the rest would never be counted. A host read, so the CPU only
             # (as in ModelDrafter).
-            if j + 1 < width and device.type == "cpu" and bool(stopped.all()):
+            if j + 1 < width and reads_are_cheap(device) and bool(stopped.all()):
                 break
         self.own_entries = max(0, len(ids) - 1)
         if not ids:
@@ -307,7 +311,7 @@ class FeatureDrafter(Drafter):
                 confidence = torch.softmax(scores, -1).gather(1, top.indices[:, :1])
                 stopped |= confidence.squeeze(1) < self.stop_below
             stopped |= torch.isin(levels[-1][:, 0], self.eos)
-            if d + 1 < depth and device.type == "cpu" and bool(stopped.all()):
+            if d + 1 < depth and reads_are_cheap(device) and bool(stopped.all()):
                 break
         self.own_entries = fed
         if self.trim is not None and levels:
@@ -328,14 +332,16 @@ class FeatureDrafter(Drafter):
         return Proposal(torch.cat(levels, 1), num_drafts, parents=parent_ids)
 
     def update(self, step: Step) -> None:
+        rows = step.num_accepted.shape[0]
         if self.own_entries:
-            rows = step.num_accepted.shape[0]
             # A dynamic tree's entries are many and every row's last: cropped, not left as holes.
             self.lm.rollback(torch.full((rows,), self.own_entries, device=step.tokens.device),
-                             crop=self.dynamic is not None)
+                             crop=self.dynamic is not None, counts=[self.own_entries] * rows)
         self.own_entries = 0
         counts = step.num_accepted + 1  # kept drafts, then the next token
-        fewest, width = torch.stack([counts.min(), counts.max()]).tolist()  # one host read
+        accepted = step.accepted if step.accepted is not None else step.num_accepted.tolist()
+        host_counts = [a + 1 for a in accepted]
+        fewest, width = min(host_counts), max(host_counts)
         if fewest == width:  # every row kept as many (always, for one row): no gathers
             tokens, features = step.tokens[:, :width], step.features[:, :width]
             valid = None  # every entry real
@@ -345,18 +351,23 @@ class FeatureDrafter(Drafter):
         # Fed when drafting resumes, in one forward: steps without drafts (γ = 0, a disabled
         # batch) cost the head nothing.
         if self.unfed is not None:
-            old_tokens, old_valid, old_features = self.unfed
+            old_tokens, old_valid, old_features, old_counts = self.unfed
             if (old_valid is None) != (valid is None):
                 old_valid, valid = (torch.ones_like(t, dtype=torch.bool) if v is None else v
                                     for t, v in ((old_tokens, old_valid), (tokens, valid)))
             tokens, features = torch.cat([old_tokens, tokens], 1), \
                 torch.cat([old_features, features], 1)
             valid = None if valid is None else torch.cat([old_valid, valid], 1)
-        self.unfed = (tokens.clamp_min(0), valid, features)  # valid None: every entry real
+            host_counts = None if old_counts is None else \
+                [a + b for a, b in zip(old_counts, host_counts)]
+        # valid None: every entry real; host_counts: each row's real entries, on the host
+        self.unfed = (tokens.clamp_min(0), valid, features, host_counts)
 
     def select_rows(self, keep) -> None:
         self.lm.select_rows(keep)
         if self.unfed is not None:
-            self.unfed = tuple(None if part is None else part[keep] for part in self.unfed)
+            tokens, valid, features, _ = self.unfed  # the host counts: read again when fed
+            self.unfed = (tokens[keep], None if valid is None else valid[keep], features[keep],
+                          None)
         if self.ready:
             self.next_hidden, self.next_logits = self.next_hidden[keep], self.next_logits[keep]

@@ -17,6 +17,7 @@ decide K: the loop does.
 import torch
 
 from ..core.batch_kv import BatchedCachedLM
+from ..core.host import reads_are_cheap
 from ..core.sampler import draw, greedy_tokens, logits_to_probs
 from .base import Drafter, Proposal, Step, check_stop_below
 
@@ -46,19 +47,24 @@ class ModelDrafter(Drafter):
         # longer rows never draft.
         self.lm.fill([p[:-1] if self.context is None or len(p) <= self.context else []
                       for p in prompts])
-        self.alive = torch.tensor([self.context is None or len(p) <= self.context
-                                   for p in prompts], device=self.lm.device)
+        alive = [self.context is None or len(p) <= self.context for p in prompts]
+        self.alive = torch.tensor(alive, device=self.lm.device)
         self.unseen = pending.view(-1, 1)  # [A, U], right-aligned
         self.fill_forwards = self.lm.num_forwards
         self.unseen_valid = self.alive.view(-1, 1).clone()
+        # The same on the host, so the draft's cache knows its lengths without a read: which
+        # rows are alive, and how many of each row's unseen tokens are real (None: unknown).
+        self.alive_host, self.unseen_counts = alive, [int(a) for a in alive]
 
     def max_drafts(self, lengths):
         # A draft at position L - 1 + j needs L - 1 + j < context: at most context - L + 1 drafts.
         # A row past the context never drafts again; it stops feeding the draft too.
         if self.context is None:
+            self.alive_host = [True] * len(lengths)
             return [None] * len(lengths)
-        self.alive &= torch.tensor([length <= self.context for length in lengths],
-                                   device=self.alive.device)
+        # Lengths only grow, so a row past the context stays past it: the host list is the mask.
+        self.alive_host = [length <= self.context for length in lengths]
+        self.alive &= torch.tensor(self.alive_host, device=self.alive.device)
         return [max(0, self.context - length + 1) for length in lengths]
 
     def propose(self, max_drafts, *, width, temperature, generator) -> Proposal:
@@ -71,9 +77,9 @@ class ModelDrafter(Drafter):
         ids, probs = [], []
         stopped = torch.zeros(rows, dtype=torch.bool, device=device)  # drafted an EOS
         num_drafts = torch.zeros(rows, dtype=torch.long, device=device)
-        feed, feed_valid = self.unseen, self.unseen_valid
+        feed, feed_valid, counts = self.unseen, self.unseen_valid, self.unseen_counts
         for j in range(width):
-            logits = self.lm.forward(feed, feed_valid, keep=1)[:, -1]  # [A, V]
+            logits = self.lm.forward(feed, feed_valid, keep=1, new_counts=counts)[:, -1]  # [A, V]
             step_probs, step_ids = self.draft_step(logits, temperature, generator)
             probs.append(step_probs)
             ids.append(step_ids)
@@ -81,11 +87,12 @@ class ModelDrafter(Drafter):
             stopped |= self.stops(step_ids, step_ids, self.eos, q=step_probs, logits=logits,
                                   temperature=temperature)
             feed, feed_valid = ids[-1].unsqueeze(1), self.alive.unsqueeze(1)
+            counts = [int(a) for a in self.alive_host]
             # Nothing after an EOS can be emitted, nor is anything drafted after a doubtful
             # token: stop once every row has stopped. Asking is a host read, free on a CPU but a
             # sync per draft on a GPU, so only the CPU asks (on a GPU the extra drafts are
             # never counted, verified nor emitted).
-            if j + 1 < width and self.lm.device.type == "cpu" and bool(stopped.all()):
+            if j + 1 < width and reads_are_cheap(self.lm.device) and bool(stopped.all()):
                 break
         # A greedy draft is certain (q one-hot): no law goes to `verify`, which then builds
         # nothing V-wide for it.
@@ -105,12 +112,20 @@ class ModelDrafter(Drafter):
         width, accepted = step.proposed_width, step.num_accepted
         next_token = step.tokens.gather(1, accepted.unsqueeze(1))  # [A, 1]
         alive = self.alive.unsqueeze(1)
+        known = step.accepted is not None and self.unseen_counts is not None
         if width == 0:  # nothing was drafted: the next token joins what waits to be fed
             self.unseen = torch.cat([self.unseen, next_token], 1)
             self.unseen_valid = torch.cat([self.unseen_valid, alive], 1)
+            self.unseen_counts = [c + int(a) for c, a in zip(self.unseen_counts, self.alive_host)] \
+                if known else None
             return
         # The draft fed its first K-1 drafts; drop the rejected ones among them.
-        self.lm.rollback(((width - 1) - accepted.clamp(max=width - 1)) * self.alive)
+        self.lm.rollback(((width - 1) - accepted.clamp(max=width - 1)) * self.alive, counts=[
+            ((width - 1) - min(a, width - 1)) * int(live)
+            for a, live in zip(step.accepted, self.alive_host)] if known else None)
+        self.unseen_counts = [(int(a == width) + 1) * int(live)
+                              for a, live in zip(step.accepted, self.alive_host)] \
+            if step.accepted is not None else None
         all_passed = accepted == width
         last_draft = step.tokens[:, width - 1:width].clamp_min(0)
         self.unseen = torch.cat([last_draft, next_token], 1)
@@ -120,3 +135,4 @@ class ModelDrafter(Drafter):
         self.lm.select_rows(keep)
         self.unseen, self.unseen_valid = self.unseen[keep], self.unseen_valid[keep]
         self.alive = self.alive[keep]
+        self.unseen_counts = None  # read again from the device when next needed

@@ -10,11 +10,11 @@ from .speculative import generate
 
 
 def autoregressive(target, input_ids, *, max_new_tokens, temperature=0.0, generator=None,
-                   eos_token_id=None, attention_mask=None) -> GenerationResult:
+                   eos_token_id=None, attention_mask=None, trace=False) -> GenerationResult:
     """Greedy (temperature 0) or sampled decoding with the KV cache, one token per forward.
 
     `input_ids` is one prompt or a batch (a list of prompts, or [B, L] with attention_mask).
     """
     return generate(target, NoDrafter(), input_ids, gamma=0, max_new_tokens=max_new_tokens,
                     temperature=temperature, generator=generator, eos_token_id=eos_token_id,
-                    attention_mask=attention_mask, method="autoregressive")
+                    attention_mask=attention_mask, method="autoregressive", trace=trace)

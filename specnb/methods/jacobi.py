@@ -12,11 +12,14 @@ import time
 from ..core import CachedLM, jacobi_step
 from ..core.args import check_int
 from .inputs import eos_token_ids, prompt_list
+from .speculative import check_trace
 from .results import EmittedToken, GenerationResult, Iteration, Stats, cut_at_eos
 
 
-def jacobi(target, input_ids, *, block, max_new_tokens, eos_token_id=None) -> GenerationResult:
-    """Greedy decoding by Jacobi iteration over blocks of `block` tokens (one prompt)."""
+def jacobi(target, input_ids, *, block, max_new_tokens, eos_token_id=None,
+           trace=False) -> GenerationResult:
+    """Greedy decoding by Jacobi iteration over blocks of `block` tokens (one prompt); `trace`:
+    record each iteration's guesses and converged tokens (`result.trace`)."""
     block = check_int("block", block, 1)
     prompts, max_new_tokens = prompt_list(target, input_ids, None, max_new_tokens)
     if len(prompts) != 1:
@@ -26,7 +29,7 @@ def jacobi(target, input_ids, *, block, max_new_tokens, eos_token_id=None) -> Ge
     training = target.training
     target_lm = CachedLM(target)
     sequence, new_tokens = list(prompts[0]), []
-    stats, trace = Stats(), []
+    stats, keep_trace, trace = Stats(), check_trace(trace), []
     guesses = [sequence[-1]] * block  # any start works; the fixed point does not depend on it
     start = time.perf_counter()
     try:
@@ -36,12 +39,14 @@ def jacobi(target, input_ids, *, block, max_new_tokens, eos_token_id=None) -> Ge
             emitted = cut_at_eos(step.guesses[:step.num_converged], eos_ids)
             sequence += emitted
             new_tokens += emitted
-            trace.append(Iteration(
-                emitted=[EmittedToken(t, "accepted" if i else "target") for i, t in
-                         enumerate(emitted)],
-                target_s=target_lm.log.seconds[-1], step=len(trace),
-                info={"guesses": guesses, "refreshed": step.guesses,
-                      "num_converged": step.num_converged}))
+            if keep_trace:
+                trace.append(Iteration(
+                    emitted=[EmittedToken(t, "accepted" if i else "target") for i, t in
+                             enumerate(emitted)],
+                    target_s=target_lm.log.seconds[-1], step=stats.iterations,
+                    info={"guesses": guesses, "refreshed": step.guesses,
+                          "num_converged": step.num_converged}))
+            stats.iterations += 1
             stats.drafted += len(guesses) - 1  # position 0 is a plain autoregressive step
             stats.accepted += step.num_converged - 1
             # Unconverged refreshed guesses are the next start; pad by repeating the last one.
@@ -50,6 +55,9 @@ def jacobi(target, input_ids, *, block, max_new_tokens, eos_token_id=None) -> Ge
     finally:
         target.train(training)
     stats.wall_s = time.perf_counter() - start
-    stats.new_tokens, stats.iterations = len(new_tokens), len(trace)
+    stats.new_tokens = len(new_tokens)
     stats.target_forwards, stats.target_s = target_lm.num_forwards, target_lm.forward_seconds
-    return GenerationResult("jacobi", [new_tokens], stats, trace)
+    # Step 0's forward feeds the prompt too: the decoding steps are the ones after it.
+    stats.decoding_target_s = sum(target_lm.log.seconds[1:])
+    stats.decoding_steps = max(stats.iterations - 1, 0)
+    return GenerationResult("jacobi", [new_tokens], stats, trace if keep_trace else None)

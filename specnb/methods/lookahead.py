@@ -15,7 +15,7 @@ from .speculative import generate
 
 def lookahead(target, input_ids, *, window=5, ngram=3, candidates=5, max_new_tokens,
               temperature=0.0, generator=None, eos_token_id=None,
-              attention_mask=None) -> GenerationResult:
+              attention_mask=None, trace=False) -> GenerationResult:
     """Decode with a Jacobi window of `window` columns × `ngram - 1` levels, checking up to
     `candidates` pooled n-grams (`ngram` tokens) per iteration. Each forward feeds
     1 + (window - 1) + window·(ngram - 2) + up to candidates·(ngram - 1) tokens."""
@@ -34,4 +34,4 @@ def lookahead(target, input_ids, *, window=5, ngram=3, candidates=5, max_new_tok
     return generate(target, drafter, input_ids, gamma=drafter.depth,
                     max_new_tokens=max_new_tokens, temperature=temperature,
                     generator=generator, eos_token_id=eos_token_id,
-                    attention_mask=attention_mask, method="lookahead")
+                    attention_mask=attention_mask, method="lookahead", trace=trace)

@@ -14,7 +14,7 @@ from .speculative import generate
 
 def prompt_lookup(target, input_ids, *, num_pred, max_new_tokens, ngram_max=3, ngram_min=1,
                   temperature=0.0, generator=None, eos_token_id=None,
-                  attention_mask=None) -> GenerationResult:
+                  attention_mask=None, trace=False) -> GenerationResult:
     """Decode with up to `num_pred` tokens per iteration copied from an earlier n-gram match."""
     num_pred = check_int("num_pred", num_pred, 0)
     ngram_min = check_int("ngram_min", ngram_min, 1)
@@ -22,4 +22,4 @@ def prompt_lookup(target, input_ids, *, num_pred, max_new_tokens, ngram_max=3, n
     return generate(target, NgramDrafter(n_max=ngram_max, n_min=ngram_min), input_ids,
                     gamma=num_pred, max_new_tokens=max_new_tokens, temperature=temperature,
                     generator=generator, eos_token_id=eos_token_id,
-                    attention_mask=attention_mask, method="prompt_lookup")
+                    attention_mask=attention_mask, method="prompt_lookup", trace=trace)

@@ -1,9 +1,10 @@
 """What every generation method returns: tokens per row, counters, and a per-row trace.
 
 A result holds `.tokens` (one list of new ids per row), `.stats` (counters and wall time, for
-the whole batch) and `.trace`: one `Iteration` per row and loop step, with what that row
-drafted (token, q, p, min(1, p/q), Σ min(p, q), status) and emitted (and why). A single prompt
-is a batch of one, so its trace is simply its steps. `result.row(b)` is row b on its own.
+the whole batch) and, when the run was asked for one (`trace=True`), `.trace`: one `Iteration`
+per row and loop step, with what that row drafted (token, q, p, min(1, p/q), Σ min(p, q),
+status) and emitted (and why). A single prompt is a batch of one, so its trace is simply its
+steps. `result.row(b)` is row b on its own.
 `BatchOutput` is the device buffer the loops append to. Nothing here runs a model.
 """
 
@@ -54,6 +55,10 @@ class Stats:
     wall_s: float = 0.0
     target_s: float = 0.0
     draft_s: float = 0.0
+    # The target's seconds in the decoding steps alone (the prompt's forward left out), and
+    # their number: a decoding step's mean cost without a trace.
+    decoding_target_s: float = 0.0
+    decoding_steps: int = 0
 
     @property
     def draft_yield(self) -> float:
@@ -70,12 +75,26 @@ class Stats:
 
 
 
+class NoTrace(AttributeError):
+    """`result.trace` of a run that recorded none (an AttributeError, so `getattr` and
+    `hasattr` treat it as absent)."""
+
+
 @dataclass
 class GenerationResult:
     method: str
     tokens: list  # [[int]]: new token ids, one list per row
     stats: Stats
-    trace: list  # [Iteration], every row's steps
+    iterations: list | None = None  # [Iteration], every row's steps; None: no trace recorded
+
+    @property
+    def trace(self) -> list:
+        """Every row's steps (`Iteration`), when the run was asked for them (`trace=True`)."""
+        if self.iterations is None:
+            raise NoTrace(f"this {self.method} run recorded no trace: call it with trace=True "
+                          f"(the trace costs the loop host work every step, so it is off unless "
+                          f"asked for)")
+        return self.iterations
 
     def text(self, tokenizer, row: int = 0) -> str:
         return tokenizer.decode(self.tokens[row], skip_special_tokens=True)
@@ -85,7 +104,8 @@ class GenerationResult:
         if not 0 <= index < len(self.tokens):
             raise ValueError(f"row must be in [0, {len(self.tokens)}), got {index}")
         return GenerationResult(self.method, [self.tokens[index]], self.stats,
-                                [it for it in self.trace if it.row == index])
+                                None if self.iterations is None else
+                                [it for it in self.iterations if it.row == index])
 
 
 class BatchOutput:

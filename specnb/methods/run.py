@@ -1,9 +1,12 @@
-"""The bookkeeping beside the speculative loop: rows, budgets, timing, trace and stats.
+"""The bookkeeping beside the speculative loop: rows, budgets, timing, the step's host read.
 
 `Run` owns what the loop's arithmetic should not show: which rows are still running, each
-row's length and remaining budget on the host, the per-step clocks, the one host read per step
-that fills the trace, dropping finished rows from every cache, and the final result. The
-algorithm itself lives in `specnb.methods.speculative.speculate`.
+row's length and remaining budget on the host, the per-step clocks, the one host read per step,
+dropping finished rows from every cache, and the final result. Each job is its own method:
+`read_step` (the one read), `advance` (the rows' state and the statistics), `drafter_step`
+(what the drafter is told); the trace is an observer (`TraceRecorder`) that only a run asked
+for one has, and only it reads the drafts' probabilities. The algorithm itself lives in
+`specnb.methods.speculative.speculate`.
 """
 
 import math
@@ -15,6 +18,7 @@ import torch
 
 from ..core.batch_kv import BatchedCachedLM
 from ..core.host import to_host
+from ..core.timed import clock_start, clock_stop, seconds
 from ..core.sampler import argmax
 from ..core.tree import kept_columns
 from ..drafters.base import Step
@@ -41,7 +45,7 @@ class Run:
 
     def __init__(self, target, drafter, prompts, *, max_new_tokens, temperature, generator,
                  eos_ids, schedule, verify, tree_verify=None, greedy=False, draft_max_len=None,
-                 disable_by_batch_size=None):
+                 disable_by_batch_size=None, trace=False):
         self.drafter, self.temperature, self.generator = drafter, temperature, generator
         # verify: the acceptance rule (exact `verify` or `typical_verify`, parameters bound);
         # tree_verify: the rule for token trees (None: trees are refused).
@@ -59,7 +63,8 @@ class Run:
         self.lengths = [len(p) for p in prompts]  # tokens per row, the pending one included
         self.counts = [0] * len(prompts)  # new tokens kept per row
         self.out = BatchOutput(len(prompts), max_new_tokens, eos_ids, self.device)
-        self.stats, self.trace, self.clock = Stats(), [], {}
+        self.stats, self.clock = Stats(), {}
+        self.recorder = TraceRecorder() if trace else None  # the trace, when asked for
         self.start = time.perf_counter()
         # 0. The prompts, all but their last token, fill the target's cache. Each row's last
         #    prompt token is its pending token, fed with the first drafts, so the drafter can
@@ -74,9 +79,10 @@ class Run:
 
     @contextmanager
     def timer(self, name: str):
-        start = time.perf_counter()
+        """Time a section of the step on the device's clock (events on a GPU: no wait now)."""
+        start = clock_start(self.device)
         yield
-        self.clock[name] = time.perf_counter() - start
+        self.clock[name] = clock_stop(self.device, start)
 
     def draft_budget(self) -> "Budget":
         """Per row: the schedule's γ, at most the remaining budget − 1 (the target adds one
@@ -108,10 +114,93 @@ class Run:
         pending = torch.full((parents.shape[0], 1), -1, dtype=parents.dtype, device=parents.device)
         return torch.cat([pending, parents.clamp_min(-1) + 1], 1)
 
-    def record(self, budget, proposal, verdict, kept, target) -> Step:
-        """One host read per step: fill the trace and the stats, and tell the drafter.
-        `target` is what the drafts were checked against: the laws `[A, K+1, V]`, or greedy,
-        the argmax ids `[A, K+1]`."""
+    def read_step(self, proposal, verdict, kept, target) -> dict:
+        """The step's one host read: per row, what it drafted and kept and whether it finished
+        (and for a tree, its accepted branch); with a trace, also what the trace shows."""
+        tensors = dict(num_drafts=proposal.num_drafts, num_accepted=verdict.num_accepted,
+                       kept=kept, tokens=verdict.tokens, finished=self.out.finished[self.rows])
+        if proposal.parents is not None:
+            tensors["path"] = verdict.path
+        if self.recorder is not None:
+            tensors.update(self.recorder.tensors(proposal, verdict, target))
+        return to_host(**tensors)
+
+    def advance(self, host: dict, budget, proposal) -> list:
+        """The rows' state from the step's read: new tokens, lengths, finished; the statistics
+        and the schedule. Returns each row's emitted tokens (host lists)."""
+        self.step += 1
+        emitted_rows = []
+        for i, row in enumerate(self.row_ids):
+            kept = host["kept"][i]
+            emitted_rows.append(host["tokens"][i][:kept])
+            self.counts[row] += kept
+            self.lengths[row] += kept
+            self.finished[row] = host["finished"][i]
+        self.stats.drafted += sum(host["num_drafts"])
+        self.stats.accepted += sum(host["num_accepted"])
+        self.schedule.update(self.row_ids, host["num_drafts"], host["num_accepted"])
+        if self.recorder is not None:
+            self.recorder.observe(self, host, budget, proposal, emitted_rows)
+        return emitted_rows
+
+    def drafter_step(self, host: dict, proposal, verdict, target, emitted_rows) -> Step:
+        """What the drafter is told: the kept tokens (device and host), the target's features
+        at the kept positions if it reads them, and the target's ids if it asked for them."""
+        features = self.target_lm.features
+        if proposal.parents is not None and features is not None:
+            # The pending token's features, then the accepted branch's.
+            path = verdict.path
+            pending = torch.zeros(path.shape[0], 1, dtype=path.dtype, device=path.device)
+            columns = torch.cat([pending, path.clamp_min(-1) + 1], 1)  # -1 after: column 0
+            features = features.gather(1, columns[:, :, None, None].expand(
+                -1, -1, *features.shape[2:]))
+        target_ids = None
+        if self.drafter.reads_target_ids:  # greedy: the ids checked against; else their laws'
+            target_ids = target if target.dim() == 2 else \
+                torch.where(target.isfinite().all(-1), argmax(target), -1)
+        return Step(verdict.tokens, verdict.num_accepted, emitted_rows, features,
+                    proposal.token_ids.shape[1], target_ids, accepted=host["num_accepted"])
+
+    def drop_finished(self) -> bool:
+        """Drop finished rows from the batch and every cache; False when none is left."""
+        keep = [i for i, row in enumerate(self.row_ids) if not self.finished[row]]
+        if len(keep) < len(self.row_ids) and keep:
+            keep_tensor = torch.tensor(keep, device=self.device)
+            self.row_ids = [self.row_ids[i] for i in keep]
+            self.rows, self.pending = self.rows[keep_tensor], self.pending[keep_tensor]
+            self.target_lm.select_rows(keep)  # a host list: its lengths stay known there
+            self.drafter.select_rows(keep_tensor)
+        return bool(keep)
+
+    def result(self, method: str) -> GenerationResult:
+        stats = self.stats
+        stats.wall_s = time.perf_counter() - self.start
+        stats.new_tokens, stats.iterations = sum(self.counts), self.step
+        # Decoding forwards: the one that filled the cache with the prompts does not count
+        # (autoregressive decoding then makes exactly one forward per token); its time does.
+        stats.target_forwards = self.target_lm.num_forwards - self.fill_forwards
+        stats.target_s = self.target_lm.forward_seconds
+        stats.decoding_target_s = sum(self.target_lm.log.seconds[self.fill_forwards:])
+        stats.decoding_steps = self.step
+        stats.draft_forwards = self.drafter.num_forwards
+        stats.draft_s = self.drafter.forward_seconds
+        trace = None if self.recorder is None else \
+            sorted(self.recorder.iterations, key=lambda it: (it.row, it.step))
+        return GenerationResult(method, self.out.tokens(), stats, trace)
+
+
+class TraceRecorder:
+    """The trace, as an observer of the loop: per row and step, what was drafted (token, q, p,
+    min(1, p/q), Σ min(p, q), status) and emitted, and the step's clocks. Its tensors join the
+    step's one host read; a run without a recorder computes and reads none of them."""
+
+    def __init__(self):
+        self.iterations = []
+
+    @staticmethod
+    def tensors(proposal, verdict, target) -> dict:
+        """What the trace reads, on the device. `target` is what the drafts were checked
+        against: the laws `[A, K+1, V]`, or greedy, the argmax ids `[A, K+1]`."""
         width = proposal.token_ids.shape[1]
         tree = proposal.parents is not None
         if proposal.probs is None:
@@ -125,19 +214,19 @@ class Run:
                 laws = target[:, :width] if at is None else \
                     target.gather(1, at[..., None].expand(-1, -1, target.shape[-1]))
                 overlap = torch.minimum(laws, proposal.probs).sum(-1)  # [A, K]
-        branch = {}
+        tensors = dict(drafts=proposal.token_ids, q=verdict.q_of_draft, p=verdict.p_of_draft,
+                       accept_prob=verdict.accept_probs, overlap=overlap)
         if tree:  # where each node sits and what became of it
-            columns = kept_columns(verdict.path)
-            branch = dict(parents=proposal.parents, on_branch=columns[:, 1:], tried=verdict.tried,
-                          path=verdict.path)
-        host = to_host(num_drafts=proposal.num_drafts, num_accepted=verdict.num_accepted,
-                       kept=kept, tokens=verdict.tokens, drafts=proposal.token_ids,
-                       q=verdict.q_of_draft, p=verdict.p_of_draft,
-                       accept_prob=verdict.accept_probs, overlap=overlap,
-                       finished=self.out.finished[self.rows], **branch)
-        self.step += 1
-        emitted_rows = []
-        for i, row in enumerate(self.row_ids):
+            tensors.update(parents=proposal.parents, on_branch=kept_columns(verdict.path)[:, 1:],
+                           tried=verdict.tried)
+        return tensors
+
+    def observe(self, run, host: dict, budget, proposal, emitted_rows) -> None:
+        """One `Iteration` per running row, from the step's host read."""
+        tree = "parents" in host
+        clock = {name: seconds(span) for name, span in run.clock.items()}
+        target_s = run.target_lm.log.seconds[-1]
+        for i, row in enumerate(run.row_ids):
             num_drafts, num_accepted = host["num_drafts"][i], host["num_accepted"][i]
             if tree:
                 statuses = ["accepted" if host["on_branch"][i][j] else
@@ -159,53 +248,10 @@ class Run:
                 all_passed = num_accepted == num_drafts
             kinds = ["accepted"] * num_accepted + [
                 "target" if num_drafts == 0 else "bonus" if all_passed else "resampled"]
-            emitted = host["tokens"][i][:host["kept"][i]]
-            self.trace.append(Iteration(
-                drafted=drafted, emitted=[EmittedToken(t, k) for t, k in zip(emitted, kinds)],
-                draft_s=self.clock.get("draft", 0.0), target_s=self.target_lm.log.seconds[-1],
-                verify_s=self.clock.get("verify", 0.0), row=row, step=self.step,
-                info=proposal.info[i] if proposal.info else {}, gamma=budget.gammas[i]))
-            self.counts[row] += host["kept"][i]
-            self.lengths[row] += host["kept"][i]
-            self.finished[row] = host["finished"][i]
-            emitted_rows.append(emitted)
-        self.stats.drafted += sum(host["num_drafts"])
-        self.stats.accepted += sum(host["num_accepted"])
-        self.schedule.update(self.row_ids, host["num_drafts"], host["num_accepted"])
-        features = self.target_lm.features
-        if tree and features is not None:  # the pending token's, then the accepted branch's
-            path = verdict.path
-            pending = torch.zeros(path.shape[0], 1, dtype=path.dtype, device=path.device)
-            columns = torch.cat([pending, path.clamp_min(-1) + 1], 1)  # -1 after: column 0
-            features = features.gather(1, columns[:, :, None, None].expand(
-                -1, -1, *features.shape[2:]))
-        target_ids = None
-        if self.drafter.reads_target_ids:  # greedy: the ids checked against; else their laws'
-            target_ids = target if target.dim() == 2 else \
-                torch.where(target.isfinite().all(-1), argmax(target), -1)
-        return Step(verdict.tokens, verdict.num_accepted, emitted_rows, features, width,
-                    target_ids)
-
-    def drop_finished(self) -> bool:
-        """Drop finished rows from the batch and every cache; False when none is left."""
-        keep = [i for i, row in enumerate(self.row_ids) if not self.finished[row]]
-        if len(keep) < len(self.row_ids) and keep:
-            keep_tensor = torch.tensor(keep, device=self.device)
-            self.row_ids = [self.row_ids[i] for i in keep]
-            self.rows, self.pending = self.rows[keep_tensor], self.pending[keep_tensor]
-            self.target_lm.select_rows(keep_tensor)
-            self.drafter.select_rows(keep_tensor)
-        return bool(keep)
-
-    def result(self, method: str) -> GenerationResult:
-        stats = self.stats
-        stats.wall_s = time.perf_counter() - self.start
-        stats.new_tokens, stats.iterations = sum(self.counts), self.step
-        # Decoding forwards: the one that filled the cache with the prompts does not count
-        # (autoregressive decoding then makes exactly one forward per token); its time does.
-        stats.target_forwards = self.target_lm.num_forwards - self.fill_forwards
-        stats.target_s = self.target_lm.forward_seconds
-        stats.draft_forwards = self.drafter.num_forwards
-        stats.draft_s = self.drafter.forward_seconds
-        self.trace.sort(key=lambda it: (it.row, it.step))
-        return GenerationResult(method, self.out.tokens(), stats, self.trace)
+            self.iterations.append(Iteration(
+                drafted=drafted,
+                emitted=[EmittedToken(t, k) for t, k in zip(emitted_rows[i], kinds)],
+                draft_s=clock.get("draft", 0.0), target_s=target_s,
+                verify_s=clock.get("verify", 0.0), row=row, step=run.step,
+                info=proposal.info[i] if proposal.info else {},
+                gamma=budget.gammas[i]))

@@ -148,7 +148,7 @@ class CostAwareGamma(GammaSchedule):
         run's mean target time per step over the autoregressive run's
         (`theory.in_loop_checking_cost`, made non-decreasing in k as in `from_latency`), and ĉ
         the smallest γ's mean draft forward over the autoregressive run's mean step."""
-        from ..theory import decoding_step_seconds, in_loop_checking_cost
+        from ..theory import in_loop_checking_cost, mean_step_seconds
 
         if not runs:
             raise ValueError("runs must hold at least one {gamma: run} with gamma >= 1")
@@ -161,8 +161,7 @@ class CostAwareGamma(GammaSchedule):
         if not first.draft_forwards:
             raise ValueError("the drafter made no draft forward at gamma "
                              f"{gammas[0]}: nothing to measure its cost by")
-        steps = decoding_step_seconds(plain)
-        cost_ratio = (first.draft_s / first.draft_forwards) / (sum(steps) / len(steps))
+        cost_ratio = (first.draft_s / first.draft_forwards) / mean_step_seconds(plain)
         return cls(cost_ratio, checking, **kwargs)
 
     def block_cost(self, k: int) -> float:

@@ -50,18 +50,30 @@ def speculate(run: Run) -> None:
         with run.timer("verify"):
             verdict = (verify_greedy if run.greedy else verify_drafts)(run, proposal, target, tree)
 
-        # 4. Roll back: the target forgets each row's rejected (and padding) drafts.
-        if tree is None:
-            run.target_lm.rollback(width - verdict.num_accepted)
-        else:
-            run.target_lm.keep_only(kept_columns(verdict.path))
+        # 4. Emit: append within each row's budget and up to its EOS; the next pending token.
+        kept = run.out.extend(run.rows, verdict.tokens)
         run.pending = verdict.tokens.gather(1, verdict.num_accepted.unsqueeze(1)).squeeze(1)
 
-        # 5. Emit: append within each row's budget and up to its EOS.
-        kept = run.out.extend(run.rows, verdict.tokens)
+        # 5. The step's one host read: what each row kept (and its trace, if one is recorded).
+        host = run.read_step(proposal, verdict, kept, target)
+        accepted = host["num_accepted"]
+        emitted = run.advance(host, budget, proposal)
 
-        # The drafter rolls its own state back, given what each row kept (and the features).
-        run.drafter.update(run.record(budget, proposal, verdict, kept, target))
+        # 6. Roll back: the target forgets each row's rejected (and padding) drafts; the
+        #    drafter rolls its own state back, given what each row kept (and the features).
+        if tree is None:
+            run.target_lm.rollback(width - verdict.num_accepted,
+                                   counts=[width - a for a in accepted])
+        else:
+            run.target_lm.keep_only(kept_columns(verdict.path), counts=[a + 1 for a in accepted],
+                                    used=branch_end(host["path"], accepted))
+        run.drafter.update(run.drafter_step(host, proposal, verdict, target, emitted))
+
+
+def branch_end(paths: list, accepted: list) -> int:
+    """The fed columns up to the deepest kept node of any row (column 0 is the pending
+    token; node j sits in column j + 1): what a tree chunk leaves in use in the cache."""
+    return 1 + max((path[a - 1] + 1 for path, a in zip(paths, accepted) if a), default=0)
 
 
 def verify_drafts(run: Run, proposal, target_probs, tree) -> Verdict | TreeVerdict:
@@ -95,7 +107,7 @@ def verify_greedy(run: Run, proposal, target_ids, tree) -> Verdict | TreeVerdict
 def generate(target, drafter, input_ids, *, gamma, max_new_tokens, temperature, generator,
              eos_token_id, attention_mask, method, acceptance="exact",
              posterior_threshold=POSTERIOR_THRESHOLD, posterior_alpha=POSTERIOR_ALPHA,
-             draft_max_len=None, disable_by_batch_size=None) -> GenerationResult:
+             draft_max_len=None, disable_by_batch_size=None, trace=False) -> GenerationResult:
     """Check the inputs, run the loop, restore the caller's model modes, return the result."""
     temperature = check_temperature(temperature)
     if generator is not None and not isinstance(generator, torch.Generator):
@@ -124,12 +136,20 @@ def generate(target, drafter, input_ids, *, gamma, max_new_tokens, temperature, 
                       temperature=temperature, generator=generator,
                       eos_ids=eos_token_ids(target, eos_token_id), schedule=schedule,
                       verify=rule, tree_verify=tree_rule, greedy=greedy,
-                      draft_max_len=draft_max_len, disable_by_batch_size=disable_by_batch_size)
+                      draft_max_len=draft_max_len, disable_by_batch_size=disable_by_batch_size,
+                      trace=check_trace(trace))
             speculate(run)
             return run.result(method)
     finally:
         for model, training in zip(models, modes):
             model.train(training)
+
+
+def check_trace(trace) -> bool:
+    if not isinstance(trace, bool):
+        raise ValueError(f"trace must be True (record every step: `result.trace`) or False, "
+                         f"got {trace!r}")
+    return trace
 
 
 def acceptance_rule(acceptance, posterior_threshold, posterior_alpha):
@@ -158,7 +178,7 @@ def as_drafter(target, drafter) -> Drafter:
 def speculative(target, draft, input_ids, *, gamma=None, max_new_tokens, temperature=0.0,
                 generator=None, eos_token_id=None, attention_mask=None, acceptance="exact",
                 posterior_threshold=POSTERIOR_THRESHOLD, posterior_alpha=POSTERIOR_ALPHA,
-                draft_max_len=None, disable_by_batch_size=None) -> GenerationResult:
+                draft_max_len=None, disable_by_batch_size=None, trace=False) -> GenerationResult:
     """Speculative decoding of `target`, `draft` proposing up to `gamma` tokens per iteration.
 
     `draft` is a drafter (`specnb.drafters`) or a causal LM sharing the target's vocabulary.
@@ -175,6 +195,8 @@ def speculative(target, draft, input_ids, *, gamma=None, max_new_tokens, tempera
     - `draft_max_len`: rows longer than this stop drafting and continue one target token per
       iteration (a draft model's own context limit applies anyway).
     - `disable_by_batch_size`: while this many rows or more are running, nothing is drafted.
+    - `trace`: record every step (`result.trace`: what each row drafted, its q, p, status,
+      and what it emitted). Off, the loop reads only the counts it needs, once per step.
     """
     drafter = as_drafter(target, draft)
     if gamma is None:  # the shape depends on the temperature (sampled chains accept more)
@@ -184,4 +206,5 @@ def speculative(target, draft, input_ids, *, gamma=None, max_new_tokens, tempera
                     eos_token_id=eos_token_id, attention_mask=attention_mask,
                     method="speculative", acceptance=acceptance,
                     posterior_threshold=posterior_threshold, posterior_alpha=posterior_alpha,
-                    draft_max_len=draft_max_len, disable_by_batch_size=disable_by_batch_size)
+                    draft_max_len=draft_max_len, disable_by_batch_size=disable_by_batch_size,
+                    trace=trace)

@@ -51,7 +51,8 @@ def measure_ranks(target, head, prompt_ids: list, *, shape=MEASURED_SHAPE,
     if not prompt_ids:
         raise ValueError("prompt_ids must hold at least one prompt")
     wide = FeatureDrafter(head.head, tree=shape)
-    results = [speculative(target, wide, ids, gamma=len(shape), max_new_tokens=max_new_tokens)
+    results = [speculative(target, wide, ids, gamma=len(shape), max_new_tokens=max_new_tokens,
+                           trace=True)
                for ids in tqdm(prompt_ids, desc="ranks", disable=not progress)]
     hits, reached = rank_counts(results, len(shape))
     return {"shape_measured": list(shape), "acceptance": acceptance_by_rank(results, shape),
@@ -69,7 +70,7 @@ def measure_dynamic(target, head, prompt_ids: list, *, dynamic=DYNAMIC,
     for shape in dynamic:
         drafter = FeatureDrafter(head.head, dynamic=shape)
         runs = [speculative(target, drafter, ids, gamma=drafter.dynamic.depth,
-                            max_new_tokens=max_new_tokens)
+                            max_new_tokens=max_new_tokens, trace=True)
                 for ids in tqdm(prompt_ids, desc=f"dynamic {tuple(shape)}",
                                 disable=not progress)]
         drafting = [it for run in runs for it in run.trace if it.drafted]

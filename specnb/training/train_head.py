@@ -463,7 +463,7 @@ def evaluate(target, tokenizer, head, gamma: int, seed: int, max_new_tokens: int
     for temperature in (0.0, 0.7):
         for name, drafter in (("feature head", head), ("distilled draft", draft)):
             result = speculative(target, drafter, prompts, gamma=gamma, temperature=temperature,
-                                 max_new_tokens=max_new_tokens,
+                                 max_new_tokens=max_new_tokens, trace=True,
                                  generator=torch.Generator(device=target.device).manual_seed(seed))
             print(f"T = {temperature:<4g} {name:<16} α̂ {estimate_alpha(result):.3f}  draft yield "
                   f"{result.stats.draft_yield:.3f}  tokens per row and iteration "

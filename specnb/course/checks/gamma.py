@@ -293,11 +293,11 @@ class Clock:
         if gamma is None:
             def decode():
                 return specnb.autoregressive(self.target, self.input_ids,
-                                             max_new_tokens=self.max_new_tokens)
+                                             max_new_tokens=self.max_new_tokens, trace=True)
         else:
             def decode():
                 return specnb.speculative(self.target, self.draft, self.input_ids, gamma=gamma,
-                                          max_new_tokens=self.max_new_tokens)
+                                          max_new_tokens=self.max_new_tokens, trace=True)
         result, seconds, _ = timed(decode, 1, self.target.device)
         return result, seconds
 
