@@ -1,16 +1,21 @@
 """`python3 scripts/gpu_check.py` (`make gpu-check`): the whole GPU run as one command.
 
 Steps, each in its own process with its own time budget, inside one overall deadline (8 min for
-`--budget full`), offline (HF_HUB_OFFLINE=1):
+`--budget full`), offline (HF_HUB_OFFLINE=1), timing first:
 
     env           device name and versions
     weights       dequantize the embedded GGUF if it was sent (scripts/gpu_transfer.py join)
-    sync          no host sync inside batched verify + sample (scripts/gpu_measure.py)
-    verify_share  share of an iteration spent in verify + sample, B ∈ {1, 8, 32}
     latency       the forward-latency curve t(k)/t(1), k up to 512, bf16
+    bench         python -m specnb.bench: every method against its transformers peer on eval
+                  prompts (autoregressive, the distilled pair, the head as chains, as a tree and
+                  as the shape this GPU's own checking curve picks, prompt lookup, lookahead,
+                  Jacobi), 3 repeats                                     } only with the real
+    bench_batch   python -m specnb.bench.batch, B ∈ {1, ..., 32}         } weights
+    loop_syncs    host syncs per iteration of the real loop, counted by
+                  torch.cuda.set_sync_debug_mode (scripts/gpu_measure.py)
+    sync          no host sync inside batched verify + sample
+    verify_share  share of an iteration spent in verify + sample, B ∈ {1, 8, 32}
     tests         greedy-equality and χ² tests on tiny models, with SPECNB_TEST_DEVICE set
-    bench         python -m specnb.bench on eval prompts, 3 repeats      } only with the real
-    bench_batch   python -m specnb.bench.batch, B ∈ {1, ..., 64}         } weights
 
 A step that fails or runs out of time is recorded as failed and the run goes on; the exit code
 is 1 if any required step failed. A step at its budget gets SIGINT, then SIGKILL `GRACE_S`
@@ -24,10 +29,8 @@ It runs with any python3 that has torch and transformers (no .venv needed), and 
 nothing about methods: bench and bench_batch run their own default sets. In bfloat16 a k-token
 check rounds differently from one-token forwards, so a greedy output may part from ours
 autoregressive after a near-tie: their "equal to ours AR" counts are measurements there, not
-verdicts (the float32 tests are the verdicts). Our loops synchronize the GPU around every
-target and draft forward to time it (`BatchedCachedLM.forward`; transformers' loops do not),
-so on a launch-bound model our times there include waits theirs do not: a first reading, to be
-redone with CUDA events read at the step's one host read.
+verdicts (the float32 tests are the verdicts). The loop times its forwards with CUDA events read
+at the step's one host read, so its times include no wait that transformers' loops do not pay.
 """
 
 import argparse
@@ -48,9 +51,10 @@ import gpu_transfer
 
 ROOT = gpu_transfer.ROOT
 DEADLINE_S = {"full": 480, "small": 600}
-BUDGET_S = {  # step -> (full, small) seconds
-    "env": (90, 90), "weights": (120, 120), "sync": (30, 60), "verify_share": (45, 90),
-    "latency": (40, 90), "tests": (100, 240), "bench": (150, 180), "bench_batch": (90, 150),
+BUDGET_S = {  # step -> (full, small) seconds; the deadline cuts the last steps, not the timing
+    "env": (60, 90), "weights": (90, 120), "latency": (30, 90), "bench": (170, 180),
+    "bench_batch": (80, 150), "loop_syncs": (40, 120), "sync": (20, 60),
+    "verify_share": (30, 90), "tests": (100, 240),
 }
 GRACE_S = 20  # after a step's SIGINT at its budget, before SIGKILL
 
@@ -72,6 +76,8 @@ NOTES = {  # a measurement's one-line note in the summary table
     "env": lambda r: f"{r['device']}; torch {r['versions']['torch']}, CUDA {r['versions']['cuda']}",
     "weights": lambda r: f"dequantized the GGUF in {r['seconds']:.0f} s: {r['checkpoint']}",
     "sync": lambda r: r["note"],
+    "loop_syncs": lambda r: "host syncs per iteration: " + ", ".join(
+        f"{row['drafter']} {row['per_iteration']:.2f}" for row in r["rows"]),
     "verify_share": lambda r: "verify+sample share of an iteration: " + ", ".join(
         f"B={row['batch']} {100 * row['share']:.1f}%" for row in r["rows"]),
     "latency": lambda r: "t(k)/t(1): " + ", ".join(
@@ -323,8 +329,8 @@ def main(argv=None) -> int:
 
     env = run.measure("env")  # None when it failed or ran out of time: the steps still try
     if env is not None and run.device.startswith("cuda") and not env.get("cuda_available"):
-        for name in ("weights", "sync", "verify_share", "latency", "tests", "bench",
-                     "bench_batch"):
+        for name in ("weights", "latency", "bench", "bench_batch", "loop_syncs", "sync",
+                     "verify_share", "tests"):
             run.record(name, "skipped", note=f"no usable {run.device} device (see env)")
         return finish(run)
     state, why = weights_state()
@@ -334,29 +340,33 @@ def main(argv=None) -> int:
         run.record("weights", "ok" if state == "ready" else
                    ("failed" if state == "parts" else "skipped"), note=why,
                    required=state == "parts")
-    for name in ("sync", "verify_share", "latency"):
-        run.measure(name)
-    run_tests(run)
-
+    run.measure("latency")
+    # Timing first: every method against its transformers peer, while the most time is left.
     state, why = weights_state()
     if state != "ready":
         for name in ("bench", "bench_batch"):
             run.record(name, "skipped", note=f"needs the real weights: {why}", required=False)
-        return finish(run)
-    ids = eval_prompt_ids(1 if small else 2)[:1 if small else None]
-    common = ["--device", run.device]
-    run_bench(run, "bench", "specnb.bench", common + [
-        "--ids", *ids, "--repeats", "1" if small else "3", "--warmup", "0" if small else "1",
-        "--max-new-tokens", "4" if small else "64", "--gammas", *(["2"] if small else ["2", "4"]),
-        # Trees where checking should be flat: the head's (4, 2) alone and merged with lookup.
-        *([] if small else ["--head-trees", "4,2", "--mixed", "4,2"]),
-        *(["--latency-counts"] if small else []),  # nothing after it: no latency curve
-        "--out", str(run.results / f"bench-{run.tag}.json")])
-    run_bench(run, "bench_batch", "specnb.bench.batch", common + [
-        "--batch-sizes", *(["2"] if small else ["1", "2", "4", "8", "16", "32", "64"]),
-        "--repeats", "1" if small else "2", "--warmup", "0" if small else "1",
-        "--max-new-tokens", "4" if small else "64",
-        "--out", str(run.results / f"bench-batch-{run.tag}.json")])
+    else:
+        ids = eval_prompt_ids(1 if small else 2)[:1 if small else None]
+        common = ["--device", run.device]
+        run_bench(run, "bench", "specnb.bench", common + [
+            "--ids", *ids, "--repeats", "1" if small else "3", "--warmup", "0" if small else "1",
+            "--max-new-tokens", "4" if small else "64",
+            "--gammas", *(["2"] if small else ["2", "4"]), "--head-gammas", "3",
+            # The head's shape as this GPU's own checking curve picks it (`speculative` without
+            # γ), and the (4, 2) tree alone and merged with lookup; lookahead beside Jacobi.
+            "--head-default", *([] if small else ["--head-trees", "4,2", "--mixed", "4,2"]),
+            "--lookahead", "5,3,5",
+            *(["--latency-counts"] if small else []),  # nothing after it: no latency curve
+            "--out", str(run.results / f"bench-{run.tag}.json")])
+        run_bench(run, "bench_batch", "specnb.bench.batch", common + [
+            "--batch-sizes", *(["2"] if small else ["1", "2", "4", "8", "16", "32"]),
+            "--repeats", "1" if small else "2", "--warmup", "0" if small else "1",
+            "--max-new-tokens", "4" if small else "64",
+            "--out", str(run.results / f"bench-batch-{run.tag}.json")])
+    for name in ("loop_syncs", "sync", "verify_share"):
+        run.measure(name)
+    run_tests(run)
     return finish(run)
 
 

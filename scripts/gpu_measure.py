@@ -8,6 +8,8 @@
                   forward of [B, γ+1], softmax, bonus `sample`, `verify`) spent outside the
                   forwards, on synthetic logits [B, γ+1, V]
     latency       t(k)/t(1): one target forward scoring k new tokens after a cached prefix
+    loop_syncs    host syncs per iteration of `specnb.speculative` (head chain and tree, the
+                  distilled draft), counted by torch.cuda.set_sync_debug_mode("warn")
 
 Timings depend on shapes, not weights: the forwards run a randomly initialised model of the
 embedded target's config (the prepared checkpoint's config.json, else the copy committed as
@@ -277,8 +279,65 @@ def step_latency(device, settings, png: Path | None = None) -> dict:
     return record
 
 
+def step_loop_syncs(device, settings) -> dict:
+    """Host syncs per iteration of the real loop (`specnb.speculative`), by drafter: on a GPU
+    counted by torch.cuda.set_sync_debug_mode("warn") (every warning is one sync), on a CPU by
+    specnb.core.host.HostReads(as_accelerator=True) (every host read that would be one)."""
+    import warnings
+
+    import specnb
+    from specnb.core.host import HostReads
+    from specnb.drafters import FeatureDrafter
+    from specnb.models.pairs import load_embedded_draft, load_embedded_head
+
+    target, how = target_model(device, dtype_for(device))
+    head = load_embedded_head(target).head
+    draft = load_embedded_draft(device, target.dtype)
+    ids = torch.randint(0, target.config.vocab_size, (1, 40),
+                        generator=torch.Generator().manual_seed(0)).to(device)
+    cases = {"head chain γ=3": (FeatureDrafter(head), 3, 0.0),
+             "head chain γ=3, T=0.7": (FeatureDrafter(head), 3, 0.7),
+             "head tree (4, 2)": (FeatureDrafter(head, tree=(4, 2)), 2, 0.0),
+             "distilled draft γ=4": (draft, 4, 0.0)}
+    loop = sys.modules["specnb.methods.speculative"]
+    speculate, rows = loop.speculate, []
+    for name, (drafter, gamma, temperature) in cases.items():
+        seen = {}
+
+        def counted(run):  # only the loop's own iterations, not the prompt's fill
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    torch.cuda.set_sync_debug_mode("warn")
+                    try:
+                        speculate(run)
+                    finally:
+                        torch.cuda.set_sync_debug_mode(0)
+                syncs = [str(w.message).splitlines()[0][:120] for w in caught
+                         if "synchroniz" in str(w.message)]
+                seen.update(syncs=len(syncs), sites=sorted(set(syncs))[:5])
+            else:
+                with HostReads(as_accelerator=True) as reads:
+                    speculate(run)
+                seen.update(syncs=reads.total, sites=sorted(reads.reads)[:5])
+            seen["iterations"] = run.step
+
+        loop.speculate = counted
+        try:
+            specnb.speculative(target, drafter, ids, gamma=gamma, max_new_tokens=32,
+                               temperature=temperature, generator=torch.Generator(
+                                   device=device).manual_seed(0))
+        finally:
+            loop.speculate = speculate
+        rows.append({"drafter": name, **seen,
+                     "per_iteration": seen["syncs"] / max(seen["iterations"], 1)})
+    return {"model": how, "counted_by": "torch.cuda.set_sync_debug_mode" if device.type == "cuda"
+            else "specnb.core.host.HostReads(as_accelerator=True)", "rows": rows}
+
+
 STEPS = {"env": step_env, "weights": step_weights, "sync": step_sync,
-         "verify_share": step_verify_share, "latency": step_latency}
+         "verify_share": step_verify_share, "latency": step_latency, "loop_syncs": step_loop_syncs}
 
 
 def main(argv=None) -> None:

@@ -133,7 +133,7 @@ def test_summary_ratios_are_consistent(record):
     assert spec["c_hat"] > 0 and spec["predicted"] > 0
     lookup = summary["ours prompt lookup k=4"]  # α̂ of copied drafts; no draft model, no ĉ
     assert 0.0 <= lookup["alpha_hat"] <= 1.0 and lookup["c_hat"] != lookup["c_hat"]
-    assert bench.format_summary(record["summary"]["all"]).count("\n") == len(summary) + 1
+    assert bench.format_summary(record["summary"]["all"]).count("\n") == len(summary) + 2
     for name, line in summary.items():  # ×peer: the peer's time over ours
         peer = bench.peer_of(name)
         assert line["peer"] == peer
@@ -253,19 +253,6 @@ def test_early_stop_runs_ours_and_transformers_at_the_same_threshold(monkeypatch
     assert "--stop-below must be a probability in [0, 1]" in capsys.readouterr().err
 
 
-def drafts_per_target_forward(target, draft, run) -> list:
-    """How many assistant forwards came before each target forward while `run()` ran."""
-    events = []
-    hooks = [draft.register_forward_hook(lambda *_: events.append("d")),
-             target.register_forward_hook(lambda *_: events.append("t"))]
-    try:
-        run()
-    finally:
-        for hook in hooks:
-            hook.remove()
-    return [len(chunk) for chunk in "".join(events).split("t")[:-1]]
-
-
 def test_the_transformers_peer_drafts_gamma_tokens_every_iteration():
     """The peer runs the setting it is named for: with no early stop, γ assistant forwards
     before every target forward (fewer only where max_new_tokens cuts the last ones). The
@@ -281,12 +268,14 @@ def test_the_transformers_peer_drafts_gamma_tokens_every_iteration():
     args = bench.parse_args(["--gammas", "4", "--head-gammas", "--stop-below", "0",
                              "--max-new-tokens", "24"], check_prompts=False)
     peer = bench.all_methods(args, target, draft, None, {})["HF assisted γ=4"][1]
-    counts = drafts_per_target_forward(target, draft, lambda: peer(ids, None))
+    counts = bench.drafts_per_target_forward(target, draft, lambda: peer(ids, None))
     assert len(counts) > 8 and set(counts[:-4]) == {4} and counts[-4:] == [3, 2, 1, 0]
-    obvious = drafts_per_target_forward(target, draft, lambda: bench.hf_generate(
+    obvious = bench.drafts_per_target_forward(target, draft, lambda: bench.hf_generate(
         target, ids, max_new_tokens=24, temperature=0.0, generator=None, assistant_model=draft,
         num_assistant_tokens=4, assistant_confidence_threshold=0.0))
     assert set(obvious[:-4]) != {4}  # the trap: not what was asked for
+    both = bench.assisted_two_ways(target, draft, ids, gamma=4, max_new_tokens=24)
+    assert both == {"passed to generate()": obvious, "set on the assistant": counts}
 
 
 def test_the_test_split_is_selectable():
@@ -392,3 +381,16 @@ def test_per_prompt_speedups_and_their_plot():
         per_prompt_speedups({"rows": RECORD["rows"][2:]})  # no autoregressive rows
     with pytest.raises(ValueError, match="rows"):
         per_prompt_speedups({"summary": {}})
+
+
+def test_engine_metrics_pool_rows_as_vllm_pools_steps():
+    """Two prompts: 4 drafts accepting [2, 0, 1, 3] of γ = 3, then 2 accepting [3, 1]."""
+    rows = [{"drafts": 4, "accepted": 6, "drafted": 12, "accepted_per_position": [3, 2, 1]},
+            {"drafts": 2, "accepted": 4, "drafted": 6, "accepted_per_position": [2, 1, 1]}]
+    metrics = bench.engine_metrics(rows)
+    assert metrics["mean_acceptance_length"] == pytest.approx(1 + 10 / 6)
+    assert metrics["per_position_acceptance"] == pytest.approx([5 / 6, 3 / 6, 2 / 6])
+    assert metrics["draft_acceptance_rate"] == pytest.approx(10 / 18)
+    old = [{"accepted": 6, "drafted": 12}]  # a record from before rows counted drafts
+    assert bench.engine_metrics(old)["per_position_acceptance"] == []
+    assert math.isnan(bench.engine_metrics(old)["mean_acceptance_length"])

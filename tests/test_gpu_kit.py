@@ -189,10 +189,14 @@ def test_gpu_check_dry_run_on_the_cpu(tmp_path):
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     summary = json.loads((out / "gpu-check-cpu-small.json").read_text())
     steps = {s["step"]: s["status"] for s in summary["steps"]}
-    assert set(steps) == {"env", "weights", "sync", "verify_share", "latency", "tests", "bench",
-                          "bench_batch"}
-    assert all(steps[name] == "ok" for name in ("env", "sync", "verify_share", "latency", "tests"))
+    # Timing first: the benchmarks right after the environment, the weights and the curve.
+    assert list(steps) == ["env", "weights", "latency", "bench", "bench_batch", "loop_syncs",
+                           "sync", "verify_share", "tests"]
+    assert all(steps[name] == "ok" for name in ("env", "sync", "verify_share", "latency", "tests",
+                                                "loop_syncs"))
     assert summary["sync"]["cases"] and summary["latency"]["token_counts"] == [1, 2, 4]
+    # The loop's own host reads, as a GPU would wait for them: one per iteration, every drafter.
+    assert {row["per_iteration"] for row in summary["loop_syncs"]["rows"]} == {1.0}
     assert [row["batch"] for row in summary["verify_share"]["rows"]] == [1, 2]
     assert len(list(out.iterdir())) <= 8  # what comes back from the remote machine
     assert {p: p.read_bytes() for p in (ROOT / "data" / "results").iterdir()

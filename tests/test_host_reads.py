@@ -152,3 +152,28 @@ def test_a_step_costs_the_same_read_from_counters_or_trace(head_pair):
     jac = specnb.jacobi(target, ids, block=4, max_new_tokens=12, trace=True)
     steps = decoding_step_seconds(jac)
     assert mean_step_seconds(jac) == pytest.approx(sum(steps) / len(steps))
+
+
+@pytest.mark.embedded
+def test_the_engine_metrics_follow_vllms_formulas(head_pair):
+    """vLLM's "SpecDecoding metrics" (vllm/v1/spec_decode/metrics.py): a draft is a row's step
+    that drafted anything; mean acceptance length 1 + accepted / drafts; per position i, the
+    share of drafts that accepted more than i tokens; accepted / drafted tokens. Recomputed here
+    from the trace, one row-step at a time, as vLLM's `observe_draft` counts them."""
+    target, head, ids = head_pair
+    for drafter, gamma in ((FeatureDrafter(head.head), 3), (FeatureDrafter(head.head,
+                                                                          tree=(3, 2)), 2)):
+        result = specnb.speculative(target, drafter, ids, gamma=gamma, max_new_tokens=32,
+                                    trace=True)
+        steps = [it for it in result.trace if it.drafted]
+        accepted = [sum(d.status == "accepted" for d in it.drafted) for it in steps]
+        metrics = result.stats.engine_metrics()
+        assert metrics["drafts"] == len(steps) > 3
+        assert metrics["mean_acceptance_length"] == pytest.approx(1 + sum(accepted) / len(steps))
+        assert metrics["per_position_acceptance"] == pytest.approx(
+            [sum(a > i for a in accepted) / len(steps) for i in range(gamma)])
+        assert metrics["draft_acceptance_rate"] == pytest.approx(
+            sum(accepted) / sum(len(it.drafted) for it in steps))
+    plain = specnb.autoregressive(target, ids, max_new_tokens=4).stats
+    assert plain.engine_metrics()["per_position_acceptance"] == [] and \
+        plain.mean_acceptance_length != plain.mean_acceptance_length  # NaN: nothing drafted

@@ -7,7 +7,7 @@ import matplotlib.pyplot as plt
 import pytest
 
 import specnb
-from specnb.viz.timing import (format_clock, format_race, gamma_table, load_records,
+from specnb.viz.timing import (format_beside, format_clock, format_race, gamma_table, load_records,
                                plot_clock_against_theory, plot_latency_curves,
                                plot_speedup_vs_gamma)
 from specnb.theory import predicted_from_counts, predicted_with_block_cost, relative_cost
@@ -164,3 +164,18 @@ def test_plot_clock_against_theory_draws_spread_and_n():
     assert axes.get_title() == "t" and "speedup" in axes.get_ylabel() and axes.get_xlabel()
     assert len(axes.lines) >= 2  # the error bar's caps
     plt.close(fig)
+
+
+def test_format_beside_sets_two_machines_side_by_side():
+    def record(speedups):
+        return {"summary": {"all": [
+            {"method": m, "speedup_vs_ours_ar": ar, "speedup_vs_peer": peer}
+            for m, (ar, peer) in speedups.items()]}}
+    cpu = record({"ours autoregressive": (1.0, 1.01), "ours speculative γ=2": (1.4, 1.05),
+                  "HF generate": (0.99, float("nan"))})
+    gpu = record({"ours autoregressive": (1.0, 0.97), "ours speculative γ=2": (2.6, 1.1)})
+    lines = format_beside({"CPU (AMD EPYC)": cpu, "GPU (H100)": gpu}).splitlines()
+    assert "CPU (AMD EPYC)" in lines[0] and "GPU (H100)" in lines[0]
+    assert [line.split()[0] for line in lines[2:]] == ["ours", "ours"]  # only the shared methods
+    assert lines[3].split()[-4:] == ["1.40", "1.05", "2.60", "1.10"]
+    assert format_beside({"CPU": cpu}).splitlines()[-1].split()[-1] == "0.99"  # no peer

@@ -35,7 +35,7 @@ import platform
 import statistics
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
@@ -59,7 +59,7 @@ from ..models.tree_shape import tree_cost
 from ..theory import estimate_alpha, estimate_cost_ratio, predicted_speedup
 
 # The settings that run the feature head: as it is, and drafted by its int8 copy.
-HEAD_FLAGS = ("head_gammas", "head_trees", "head_dynamic", "mixed")
+HEAD_FLAGS = ("head_gammas", "head_trees", "head_dynamic", "mixed", "head_default")
 INT8_HEAD_FLAGS = ("head_int8_gammas", "head_int8_trees", "head_int8_dynamic", "mixed_int8")
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -94,6 +94,10 @@ class Row:
     gamma: int | None = 0  # None: a dynamic schedule (see mean_gamma)
     identical: bool | None = None  # to our autoregressive output (greedy only)
     mean_gamma: float = float("nan")  # γ the schedule asked for, mean over iterations
+    # As a serving engine counts them (vLLM): steps that drafted anything, and per draft
+    # position i the steps that accepted more than i drafts (`Stats.engine_metrics`).
+    drafts: int = 0
+    accepted_per_position: list = field(default_factory=list)
 
 
 @dataclass
@@ -120,6 +124,38 @@ def hf_generate(target, ids, *, max_new_tokens, temperature, generator, **extra)
     finally:
         hook.remove()
     return PeerResult(out[0, ids.shape[1]:].tolist(), len(calls))
+
+
+def drafts_per_target_forward(target, draft, run) -> list:
+    """How many `draft` forwards came before each `target` forward while `run()` ran: what a
+    speculative loop actually drafted per iteration, whatever its settings say.
+    Example: [4, 4, 2, 4] is γ = 4 with one early stop after two drafts."""
+    events = []
+    hooks = [draft.register_forward_hook(lambda *_: events.append("d")),
+             target.register_forward_hook(lambda *_: events.append("t"))]
+    try:
+        run()
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return [len(chunk) for chunk in "".join(events).split("t")[:-1]]
+
+
+def assisted_two_ways(target, draft, ids, *, gamma: int, max_new_tokens: int) -> dict:
+    """transformers' assisted generation asked for γ drafts per iteration and no early stop,
+    twice: {"passed to generate()": ..., "set on the assistant": ...}, each the assistant
+    forwards per target forward. transformers 5 builds its candidate generator from the
+    assistant's own `generation_config`, so the settings passed to generate() are overwritten by
+    the assistant's (a 0.4 confidence stop, a heuristic schedule); set on the assistant, they
+    hold (`hf_assisted`, what the benchmark does). Greedy."""
+    pristine = copy.deepcopy(draft.generation_config)
+    asked = {"num_assistant_tokens": gamma, "num_assistant_tokens_schedule": "constant",
+             "assistant_confidence_threshold": 0.0}
+    common = dict(max_new_tokens=max_new_tokens, temperature=0.0, generator=None)
+    return {"passed to generate()": drafts_per_target_forward(target, draft, lambda: hf_generate(
+                target, ids, assistant_model=draft, **common, **asked)),
+            "set on the assistant": drafts_per_target_forward(target, draft, lambda: hf_assisted(
+                target, draft, pristine, ids, settings=asked, **common))}
 
 
 def hf_assisted(target, draft, pristine_config, ids, settings=None, **kwargs):
@@ -178,6 +214,13 @@ def all_methods(args, target, draft, head, cost_aware):
             gamma, lambda ids, g, trace=False, chain=chain, gamma=gamma: speculative(
                 target, chain, ids, gamma=gamma, **common, **sampled, generator=g,
                 trace=trace))
+    if head is not None and getattr(args, "head_default", False):
+        # What `speculative(target, head, ids)` drafts without γ: the shape this machine's own
+        # checking curve and the head's ranks pick (specnb.models.tree_shape), named for it.
+        chosen, depth = head.recommended(args.temperature)
+        table[f"ours feature head recommended {chosen.shape_text(depth)}"] = (
+            None, lambda ids, g, trace=False: speculative(
+                target, head, ids, **common, **sampled, generator=g, trace=trace))
     for widths, drafting, precision in runs("head_trees", "head_int8_trees"):
         # A tree of depth D drafts D levels (γ = D), the head's runners-up as siblings; no
         # chain formula predicts it (γ None, as for a schedule).
@@ -392,6 +435,8 @@ def time_prompt(args, table: dict, ids, prompt: dict, generator, device, bar) ->
             tokens, stats = result.tokens[0], result.stats
             row.target_forwards, row.drafted, row.accepted = (
                 stats.target_forwards, stats.drafted, stats.accepted)
+            row.drafts, row.accepted_per_position = (stats.drafting_steps,
+                                                     list(stats.accepted_per_position))
             if name == "ours autoregressive":
                 baseline = result
             if stats.drafted:  # any checked draft, a model's or prompt lookup's copy
@@ -459,8 +504,25 @@ def summary_rows(record: dict, group: str | None = None) -> list:
         line["mean_gamma"] = statistics.mean(gammas) if gammas else float("nan")
         line["measured_over_predicted"] = line["speedup_vs_ours_ar"] / line["predicted"]
         line["acceptance"] = line["draft_yield"]  # the older name, kept for old readers
+        line.update(engine_metrics(mine))
         summary.append(line)
     return summary
+
+
+def engine_metrics(rows: list) -> dict:
+    """vLLM's "SpecDecoding metrics" (vllm/v1/spec_decode/metrics.py) over rows of one method:
+    mean acceptance length 1 + accepted / drafts, per-position acceptance (drafts that accepted
+    more than i tokens, over drafts) and draft acceptance rate accepted / draft tokens. NaN (an
+    empty list) for rows that drafted nothing or records written before rows counted drafts."""
+    drafts = sum(r.get("drafts", 0) for r in rows)
+    accepted, drafted = sum(r["accepted"] for r in rows), sum(r["drafted"] for r in rows)
+    width = max((len(r.get("accepted_per_position", [])) for r in rows), default=0)
+    per_position = [sum(r["accepted_per_position"][i] for r in rows
+                        if i < len(r.get("accepted_per_position", []))) for i in range(width)]
+    nan = float("nan")
+    return {"mean_acceptance_length": 1 + accepted / drafts if drafts else nan,
+            "per_position_acceptance": [n / drafts for n in per_position] if drafts else [],
+            "draft_acceptance_rate": accepted / drafted if drafted and drafts else nan}
 
 
 def summaries(record: dict) -> dict:
@@ -475,7 +537,7 @@ def format_summary(summary: list) -> str:
     name_width = max([26] + [len(s["method"]) + 1 for s in summary])  # tree names run long
     header = (f"{'method':<{name_width}}{'tok/s':>7}{'×ours AR':>9}{'per prompt':>12}"
               f"{'×HF gen':>8}{'×peer':>7}{'×best HF':>9}{'tok/fwd':>8}{'yield':>7}{'α̂':>6}{'ĉ':>7}"
-              f"{'pred':>6}{'meas/pred':>10}  same as AR")
+              f"{'pred':>6}{'meas/pred':>10}{'acc.len':>8}  same as AR")
     lines = [header, "-" * len(header)]
     for s in summary:
         def num(value, width, digits):
@@ -492,7 +554,10 @@ def format_summary(summary: list) -> str:
                      f"{num(s.get('draft_yield', s.get('acceptance')), 7, 2)}"
                      f"{num(s['alpha_hat'], 6, 2)}{num(s['c_hat'], 7, 3)}"
                      f"{num(s['predicted'], 6, 2)}"
-                     f"{num(s['measured_over_predicted'], 10, 2)}  {same}")
+                     f"{num(s['measured_over_predicted'], 10, 2)}"
+                     f"{num(s.get('mean_acceptance_length', float('nan')), 8, 2)}  {same}")
+    lines.append("acc.len: vLLM's mean acceptance length, 1 + accepted / drafts (a draft: a "
+                 "row's step that drafted); the records hold its per-position acceptance too")
     return "\n".join(lines)
 
 
@@ -520,6 +585,9 @@ def parse_args(argv=None, *, check_prompts: bool = False) -> argparse.Namespace:
                         help="γ of the feature head (none: skip it)")
     parser.add_argument("--head-int8-gammas", type=int, nargs="*", default=[],
                         help="γ of the feature head's int8 copy (CPU only; none by default)")
+    parser.add_argument("--head-default", action="store_true",
+                        help="also the head as `speculative` drafts it without gamma: the shape "
+                             "this machine's checking curve picks (measured once, cached)")
     parser.add_argument("--head-trees", type=tree_widths, nargs="*", default=[], metavar="W,W",
                         help="token trees of the feature head, widths per depth, e.g. 4 4,2 "
                              "(each run with γ = its depth; none by default)")

@@ -67,12 +67,13 @@ class ForwardLog:
 
     num_tokens: list = field(default_factory=list)
     spans: list = field(default_factory=list)
+    _read: int = 0  # spans[:_read] are floats already
 
     @property
     def seconds(self) -> list:
-        for i, span in enumerate(self.spans):
-            if isinstance(span, tuple):
-                self.spans[i] = seconds(span)
+        for i in range(self._read, len(self.spans)):
+            self.spans[i] = seconds(self.spans[i])
+        self._read = len(self.spans)
         return self.spans
 
 

@@ -59,6 +59,37 @@ class Stats:
     # their number: a decoding step's mean cost without a trace.
     decoding_target_s: float = 0.0
     decoding_steps: int = 0
+    # What a serving engine counts (vLLM, vllm/v1/spec_decode/metrics.py): one "draft" per row
+    # and step that drafted anything, and per draft position i, how many of those drafts had
+    # more than i tokens accepted.
+    drafting_steps: int = 0
+    accepted_per_position: list = field(default_factory=list)
+
+    @property
+    def mean_acceptance_length(self) -> float:
+        """vLLM's "mean acceptance length": 1 + accepted / drafts, the bonus (or resampled) token
+        counted as vLLM does (NaN when nothing was drafted)."""
+        return 1 + self.accepted / self.drafting_steps if self.drafting_steps else float("nan")
+
+    @property
+    def per_position_acceptance(self) -> list:
+        """vLLM's "per-position acceptance rate": for draft position i (from 0), the share of
+        drafts that accepted more than i tokens."""
+        return [n / self.drafting_steps for n in self.accepted_per_position] \
+            if self.drafting_steps else []
+
+    @property
+    def draft_acceptance_rate(self) -> float:
+        """vLLM's "draft acceptance rate": accepted / drafted tokens (`draft_yield`)."""
+        return self.draft_yield
+
+    def engine_metrics(self) -> dict:
+        """The figures vLLM logs ("SpecDecoding metrics"), by its formulas, from this run."""
+        return {"mean_acceptance_length": self.mean_acceptance_length,
+                "per_position_acceptance": self.per_position_acceptance,
+                "draft_acceptance_rate": self.draft_acceptance_rate,
+                "drafts": self.drafting_steps, "draft_tokens": self.drafted,
+                "accepted_tokens": self.accepted}
 
     @property
     def draft_yield(self) -> float:

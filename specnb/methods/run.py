@@ -136,8 +136,18 @@ class Run:
             self.counts[row] += kept
             self.lengths[row] += kept
             self.finished[row] = host["finished"][i]
-        self.stats.drafted += sum(host["num_drafts"])
-        self.stats.accepted += sum(host["num_accepted"])
+        stats = self.stats
+        stats.drafted += sum(host["num_drafts"])
+        stats.accepted += sum(host["num_accepted"])
+        for i, (drafted, accepted) in enumerate(zip(host["num_drafts"], host["num_accepted"])):
+            if drafted:  # an engine's "draft": a row's step that drafted anything
+                stats.drafting_steps += 1
+                # positions: the γ (a tree: the depth) the row's budget allowed
+                depth = max(budget.drafts[i], accepted)
+                positions = stats.accepted_per_position
+                positions += [0] * (depth - len(positions))
+                for j in range(accepted):
+                    positions[j] += 1
         self.schedule.update(self.row_ids, host["num_drafts"], host["num_accepted"])
         if self.recorder is not None:
             self.recorder.observe(self, host, budget, proposal, emitted_rows)

@@ -148,6 +148,31 @@ def load_records(directory, pattern: str = "bench-gpu*.json") -> dict:
     return {path.name: json.loads(path.read_text()) for path in sorted(directory.glob(pattern))}
 
 
+def format_beside(records: dict, group: str = "all") -> str:
+    """The speedups of the methods every record ran, one column pair per record: over our
+    autoregressive decoding and over the method's transformers peer, each record on its own
+    machine. `records`: {label: a `python -m specnb.bench` record with its "summary"}.
+
+    Example columns: method | CPU ×AR ×peer | GPU ×AR ×peer."""
+    summaries = {label: {line["method"]: line for line in record["summary"][group]}
+                 for label, record in records.items()}
+    methods = [m for m in next(iter(summaries.values()), {})
+               if all(m in lines for lines in summaries.values())]
+    width = max((len(m) for m in methods), default=6)
+    head = f"{'method':<{width}}" + "".join(f"  {label[:22]:>22}" for label in summaries)
+    sub = f"{'':<{width}}" + "".join(f"  {'× ours AR':>10} {'× peer':>11}" for _ in summaries)
+    lines = [head, sub]
+    for method in methods:
+        cells = []
+        for lines_of in summaries.values():
+            line = lines_of[method]
+            peer = line.get("speedup_vs_peer", math.nan)
+            cells.append(f"  {line['speedup_vs_ours_ar']:>10.2f} "
+                         f"{'' if peer != peer else f'{peer:.2f}':>11}")
+        lines.append(f"{method:<{width}}" + "".join(cells))
+    return "\n".join(lines)
+
+
 def format_clock(clock: dict) -> str:
     """`specnb.bench.live.clock_against_theory`'s result as a table: counts, α̂, ĉ, the
     checking cost paid in the loop (median, min–max of rounds) and, when measured, the
