@@ -87,16 +87,18 @@ def main(argv=None) -> None:
           f"{'' if args.gamma is not None else ' (measured fastest here)'}, draft γ = "
           f"{args.draft_gamma}, num_pred = {args.num_pred}, block = {args.block}\n")
 
-    runs = {
-        "autoregressive": lambda ids: autoregressive(target, ids, max_new_tokens=args.max_new_tokens),
-        f"feature head {shape}": lambda ids: speculative(
-            target, drafter, ids, gamma=head_gamma, max_new_tokens=args.max_new_tokens),
-        f"distilled draft γ={args.draft_gamma}": lambda ids: speculative(
-            target, draft, ids, gamma=args.draft_gamma, max_new_tokens=args.max_new_tokens),
-        f"prompt lookup k={args.num_pred}": lambda ids: prompt_lookup(
-            target, ids, num_pred=args.num_pred, max_new_tokens=args.max_new_tokens),
-        f"jacobi block={args.block}": lambda ids: jacobi(
-            target, ids, block=args.block, max_new_tokens=args.max_new_tokens),
+    common = {"max_new_tokens": args.max_new_tokens}
+    runs = {  # each takes `trace`: the table's runs record one (for α̂), the batched ones do not
+        "autoregressive": lambda ids, trace=False: autoregressive(target, ids, **common,
+                                                                  trace=trace),
+        f"feature head {shape}": lambda ids, trace=False: speculative(
+            target, drafter, ids, gamma=head_gamma, **common, trace=trace),
+        f"distilled draft γ={args.draft_gamma}": lambda ids, trace=False: speculative(
+            target, draft, ids, gamma=args.draft_gamma, **common, trace=trace),
+        f"prompt lookup k={args.num_pred}": lambda ids, trace=False: prompt_lookup(
+            target, ids, num_pred=args.num_pred, **common, trace=trace),
+        f"jacobi block={args.block}": lambda ids, trace=False: jacobi(
+            target, ids, block=args.block, **common, trace=trace),
     }
     prompts = load_prompts("eval")[:args.prompts]
     batch = [chat_ids(tokenizer, p["prompt"], device=target.device) for p in prompts]
@@ -104,7 +106,7 @@ def main(argv=None) -> None:
     for prompt, ids in zip(tqdm(prompts, desc="prompts"), batch):
         reference = None
         for name, run in runs.items():
-            result = run(ids)
+            result = run(ids, trace=True)
             reference = reference or result.tokens[0]
             rows.append((prompt["id"], prompt["group"], name, result.stats,
                          result.tokens[0] == reference, estimate_alpha(result)))

@@ -169,7 +169,7 @@ def test_lookup_views_refuse_other_methods(speculative_result):
 
 def test_lookup_spans_match_a_real_run(target):
     prompt = torch.tensor([[7, 8, 9, 10, 11, 12, 7, 8, 9, 10, 11, 12, 7, 8]])
-    result = specnb.prompt_lookup(target, prompt, num_pred=4, max_new_tokens=12)
+    result = specnb.prompt_lookup(target, prompt, num_pred=4, max_new_tokens=12, trace=True)
     items = trace.lookup_spans(result, prompt)
     assert any(item["source"] for item in items)
     for item, it in zip(items, result.trace):
@@ -193,7 +193,7 @@ def test_jacobi_grid_by_hand(jacobi_result):
 
 @pytest.mark.parametrize("block", [1, 3, 5])
 def test_jacobi_grid_of_a_real_run(target, prompts, block):
-    result = specnb.jacobi(target, prompts[2], block=block, max_new_tokens=11)
+    result = specnb.jacobi(target, prompts[2], block=block, max_new_tokens=11, trace=True)
     grid = jacobi_grid.jacobi_grid(result)
     assert grid.shape == (len(result.trace), 11)
     assert [int((row == 2).sum()) for row in grid] == [len(it.emitted) for it in result.trace]
