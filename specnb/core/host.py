@@ -49,7 +49,10 @@ def to_host(**tensors: torch.Tensor) -> dict:
     if not tensors:
         return {}
     # float64 holds every int32 and every token id exactly; one dtype lets one copy move all.
-    flat = torch.cat([t.detach().reshape(-1).to(torch.float64) for t in tensors.values()])
+    # (Apple's MPS has no float64: float32 holds ids and counts below 2^24 exactly.)
+    devices = {t.device.type for t in tensors.values()}
+    dtype = torch.float32 if "mps" in devices else torch.float64
+    flat = torch.cat([t.detach().reshape(-1).to(dtype) for t in tensors.values()])
     values = flat.tolist()  # the one read
     out, start = {}, 0
     for name, tensor in tensors.items():
