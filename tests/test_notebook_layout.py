@@ -135,6 +135,9 @@ FOREIGN = {
     "posterior_alpha": "vLLM's typical acceptance",
     "speculative_disable_by_batch_size": "vLLM's speculative config",
     "speculative_max_model_len": "vLLM's speculative config",
+    "generation_config": "a transformers model's generation settings",
+    "num_assistant_tokens": "transformers' assisted generation",
+    "assistant_confidence_threshold": "transformers' assisted generation",
 }
 
 
