@@ -76,8 +76,9 @@ NOTES = {  # a measurement's one-line note in the summary table
     "env": lambda r: f"{r['device']}; torch {r['versions']['torch']}, CUDA {r['versions']['cuda']}",
     "weights": lambda r: f"dequantized the GGUF in {r['seconds']:.0f} s: {r['checkpoint']}",
     "sync": lambda r: r["note"],
-    "loop_syncs": lambda r: "host syncs per iteration: " + ", ".join(
-        f"{row['drafter']} {row['per_iteration']:.2f}" for row in r["rows"]),
+    "loop_syncs": lambda r: "host syncs per iteration (loop + model): " + ", ".join(
+        f"{row['drafter']} {row['per_iteration']:.2f} + {row['model_per_iteration']:.2f}"
+        for row in r["rows"]),
     "verify_share": lambda r: "verify+sample share of an iteration: " + ", ".join(
         f"B={row['batch']} {100 * row['share']:.1f}%" for row in r["rows"]),
     "latency": lambda r: "t(k)/t(1): " + ", ".join(
