@@ -49,6 +49,7 @@ from ..core.timed import timed  # notebooks and assignment 05 import it from her
 from ..drafters import FeatureDrafter, MixedDrafter, ModelDrafter, NgramDrafter
 from ..drafters.dynamic_tree import DynamicTree
 from ..methods import autoregressive, jacobi, lookahead, prompt_lookup, speculative
+from ..methods.results import Stats
 from ..methods.schedules import CostAwareGamma
 from ..models.data import DATA_DIR, GROUPS, load_prompts
 from ..models.fast_path import cpu_identity
@@ -514,15 +515,18 @@ def engine_metrics(rows: list) -> dict:
     mean acceptance length 1 + accepted / drafts, per-position acceptance (drafts that accepted
     more than i tokens, over drafts) and draft acceptance rate accepted / draft tokens. NaN (an
     empty list) for rows that drafted nothing or records written before rows counted drafts."""
-    drafts = sum(r.get("drafts", 0) for r in rows)
-    accepted, drafted = sum(r["accepted"] for r in rows), sum(r["drafted"] for r in rows)
     width = max((len(r.get("accepted_per_position", [])) for r in rows), default=0)
-    per_position = [sum(r["accepted_per_position"][i] for r in rows
-                        if i < len(r.get("accepted_per_position", []))) for i in range(width)]
-    nan = float("nan")
-    return {"mean_acceptance_length": 1 + accepted / drafts if drafts else nan,
-            "per_position_acceptance": [n / drafts for n in per_position] if drafts else [],
-            "draft_acceptance_rate": accepted / drafted if drafted and drafts else nan}
+    pooled = Stats(drafted=sum(r["drafted"] for r in rows),
+                   accepted=sum(r["accepted"] for r in rows),
+                   drafting_steps=sum(r.get("drafts", 0) for r in rows),
+                   accepted_per_position=[sum(r["accepted_per_position"][i] for r in rows
+                                              if i < len(r.get("accepted_per_position", [])))
+                                          for i in range(width)])
+    metrics = pooled.engine_metrics()  # the formulas live with the counters (`Stats`)
+    if not pooled.drafting_steps:  # nothing drafted, or a record from before drafts were counted
+        metrics["draft_acceptance_rate"] = float("nan")
+    return {key: metrics[key] for key in ("mean_acceptance_length", "per_position_acceptance",
+                                          "draft_acceptance_rate")}
 
 
 def summaries(record: dict) -> dict:
