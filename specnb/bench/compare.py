@@ -410,13 +410,16 @@ def run(args, pair=None, progress: bool = True, keep_partial: bool = False) -> d
 def time_prompt(args, table: dict, ids, prompt: dict, generator, device, bar) -> list:
     """Every method of `table` on one prompt: warm-ups, then interleaved timed rounds; a `Row`
     per method, checked against the first method's tokens (ours autoregressive)."""
-    # The trace (α̂, ĉ, the γ asked for) comes from an untimed run, the last warm-up's: the
-    # timed runs are plain calls, which record none.
+    # The trace (α̂, the γ asked for) comes from an untimed run: the last warm-up, or, without
+    # warm-ups, one run after the timed rounds and only for a method that drafted (the
+    # peers, ours autoregressive and Jacobi have nothing to trace). The timed runs are plain
+    # calls, which record none.
     traced = {}
     for name, (gamma, function) in table.items():
         for _ in range(max(args.warmup - 1, 0)):
             function(ids, generator)
-        traced[name] = function(ids, generator, trace=True)
+        if args.warmup:
+            traced[name] = function(ids, generator, trace=True)
     # Repeats interleaved, a round visits every method once: a slow moment of a shared
     # machine then lands on every method alike, not on one method's repeats.
     samples, last = {name: [] for name in table}, {}
@@ -425,6 +428,11 @@ def time_prompt(args, table: dict, ids, prompt: dict, generator, device, bar) ->
             last[name], seconds, _ = timed(lambda: function(ids, generator), 1, device)
             samples[name].append(seconds)
             bar.update()
+    for name, (gamma, function) in table.items():
+        result = last[name]
+        if (name not in traced and not isinstance(result, PeerResult)
+                and (result.stats.drafted or result.stats.drafting_steps)):
+            traced[name] = function(ids, generator, trace=True)
     rows, reference, baseline = [], None, None
     for name, (gamma, function) in table.items():
         result, times = last[name], samples[name]
@@ -444,7 +452,8 @@ def time_prompt(args, table: dict, ids, prompt: dict, generator, device, bar) ->
                 row.alpha_hat = estimate_alpha(traced[name])
             if stats.draft_forwards:
                 row.c_hat = estimate_cost_ratio(result, baseline)
-            asked = [it.gamma for it in traced[name].trace if it.gamma is not None]
+            asked = ([it.gamma for it in traced[name].trace if it.gamma is not None]
+                     if name in traced else [])
             row.mean_gamma = statistics.mean(asked) if asked else float("nan")
         reference = reference if reference is not None else tokens
         row.new_tokens = len(tokens)
