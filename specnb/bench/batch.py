@@ -198,13 +198,15 @@ def run(args, pair=None, keep_partial: bool = False) -> dict:
 def time_batch(args, methods: dict, prompts, mix: str, batch: int, device, bar) -> list:
     """Every method on one batch: warm-ups, then repeats in which every method runs in turn; a
     row per method, its rows checked against the first method's (ours autoregressive)."""
-    # The per-row counts and α̂ come from an untimed traced run, the last warm-up's: the timed
-    # runs are plain calls, which record no trace.
+    # The per-row counts and α̂ come from an untimed traced run: the last warm-up, or, without
+    # warm-ups, one run after the timed repeats, and only for our loops (transformers' batched
+    # generate has no trace). The timed runs are plain calls, which record none.
     traced = {}
     for name, function in methods.items():
         for _ in range(max(args.warmup - 1, 0)):
             function(prompts)
-        traced[name] = function(prompts, trace=True)
+        if args.warmup:
+            traced[name] = function(prompts, trace=True)
     # Repeat i runs every method in turn, so a slow moment of a shared machine hits all of
     # them alike: ratios of repeat i are paired.
     samples, results = {name: [] for name in methods}, {}
@@ -212,6 +214,9 @@ def time_batch(args, methods: dict, prompts, mix: str, batch: int, device, bar) 
         for name, function in methods.items():
             results[name], seconds, _ = timed(lambda: function(prompts), 1, device)
             samples[name].append(seconds)
+    for name, function in methods.items():
+        if name not in traced and not isinstance(results[name], list):
+            traced[name] = function(prompts, trace=True)
     rows, reference = [], None
     for name, times in samples.items():
         result = results[name]
