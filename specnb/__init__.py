@@ -25,6 +25,7 @@ __getattr__, __dir__ = lazy_attributes(__name__, globals(), {
     "load_prompts": ".models.data",
     **dict.fromkeys(["chat_ids", "early_exit_draft", "load_model"], ".models.loading"),
     "load_pair": ".models.pairs",
+    "machine_line": ".models.machine",
     **dict.fromkeys(["estimate_alpha", "estimate_cost_ratio", "expected_tokens_per_iteration",
                      "optimal_gamma", "predicted_speedup"], ".theory"),
 })
@@ -36,5 +37,5 @@ __all__ = [
     "GenerationResult", "Iteration", "ModelDrafter", "NgramDrafter", "NoDrafter", "Stats",
     "autoregressive", "chat_ids", "cost_aware_in_loop", "early_exit_draft", "estimate_alpha", "estimate_cost_ratio",
     "expected_tokens_per_iteration", "jacobi", "load_model", "load_pair", "load_prompts",
-    "lookahead", "optimal_gamma", "predicted_speedup", "prompt_lookup", "speculative", "verify",
+    "lookahead", "machine_line", "optimal_gamma", "predicted_speedup", "prompt_lookup", "speculative", "verify",
 ]

@@ -19,7 +19,7 @@ import torch
 from specnb import __main__ as run
 from specnb.bench import compare as bench
 from specnb.bench import overhead
-from specnb.course import assignments
+from specnb.course import assignments, execute
 from specnb.training import head_data, head_ranks, train_draft, train_head
 
 HERE = Path(__file__)  # an existing file: a bad output folder, and a path under it
@@ -28,7 +28,7 @@ UNDER_A_FILE = str(HERE / "x" / "out.json")
 SUBMISSION = Path(assignments.SOURCE_DIR) / "03_ngram_lookup.ipynb"
 MODULES = {"bench": bench, "train_draft": train_draft, "train_head": train_head,
            "head_data": head_data, "head_ranks": head_ranks, "overhead": overhead,
-           "assignments": assignments, "run": run}
+           "assignments": assignments, "run": run, "execute": execute}
 
 ROWS = [
     # python -m specnb (make run)
@@ -151,6 +151,10 @@ ROWS = [
     ("assignments", ["--source", str(FOLDER), "release"], "no folder of source notebooks"),
     ("assignments", ["release", "--out", str(HERE)], "exists and is not a folder"),
     ("assignments", ["release", "--out", UNDER_A_FILE], "cannot write there"),
+    # execute (make notebooks)
+    ("execute", [str(HERE)], "not a notebook"),
+    ("execute", ["/nonexistent/nb.ipynb"], "not a notebook"),
+    ("execute", ["--budget", "0"], "--budget must be > 0"),
 ]
 
 
@@ -164,7 +168,7 @@ def tripwires(monkeypatch):
                           (train_head, ["load_model"]), (head_data, ["load_model"]),
                           (head_ranks, ["load_pair", "measure_ranks"]),
                           (assignments, ["release", "grade", "grade_notebook"]),
-                          (run, ["load_pair"])):
+                          (run, ["load_pair"]), (execute, ["execute"])):
         for name in names:
             monkeypatch.setattr(module, name, tripwire)
 

@@ -56,6 +56,30 @@ def test_outputs_come_from_one_clean_run(path):
                 f"cell {number} keeps a frozen progress bar: {text[:80]!r}")
 
 
+MACHINE_LINE = re.compile(r"CPU .+ · torch \S+ · transformers \S+ · Python \S+")
+
+
+def machine_of(notebook) -> str | None:
+    """The machine line the first code cell printed (`specnb.machine_line()`), if it did."""
+    first = code_cells(notebook)[0]
+    if "specnb.machine_line()" not in "".join(first["source"]):
+        return None
+    found = MACHINE_LINE.search(" ".join(text_of(o) for o in first.get("outputs", [])))
+    return found.group(0) if found else None
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)
+def test_names_the_machine_its_outputs_come_from(path):
+    assert machine_of(load(path)), "the first cell prints specnb.machine_line(): make notebooks"
+
+
+def test_all_outputs_come_from_one_machine():
+    machines = {path.name: machine_of(load(path)) for path in NOTEBOOKS}
+    assert len(set(machines.values())) == 1, (
+        "re-execute every notebook on one machine (make notebooks): "
+        + "; ".join(f"{name}: {line}" for name, line in machines.items()))
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)
 def test_figure_cells_hold_their_image(path):
     """A cell that draws has a PNG in its committed output (a bare Figure needs display(fig)).
