@@ -38,7 +38,9 @@ EXTRA_OF_FILE = {"specnb/course/assignments.py": "instructor", "specnb/course/bo
                  "specnb/course/guarded_client.py": "instructor",
                  # nbgrader: the course layout and the autograde step (`nbgrader-course`)
                  "specnb/course/nbgrader_course.py": "instructor",
-                 "specnb/course/nbgrader_check.py": "instructor"}
+                 "specnb/course/nbgrader_check.py": "instructor",
+                 # `make notebooks`: executes the course's notebooks (nbformat, nbclient)
+                 "specnb/course/execute.py": "instructor"}
 
 
 def requirement_key(requirement: Requirement):

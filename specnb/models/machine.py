@@ -3,8 +3,8 @@
 Every notebook prints it in its first cell, so a reader knows which machine its timings come
 from; benchmark records keep the same facts as fields (`specnb.bench`).
 
-    >>> specnb.machine_line()
-    'CPU AMD EPYC [avx512f avx2], 1 thread · torch 2.13.0+cpu · transformers 5.24.0 · Python 3.11.7'
+    >>> specnb.machine_line()  # the CPU's model name and which of amx, avx512f, avx2 it has
+    'CPU <model name> [avx512f avx2], 1 thread · torch 2.13.0+cpu · transformers 5.24.0 · Python 3.11.7'
 """
 
 import platform
