@@ -5,7 +5,8 @@ import math
 import matplotlib.pyplot as plt
 import pytest
 
-from specnb.viz.latency import plot_forward_latency, roofline_numbers
+from specnb.viz.latency import (plot_checking_cost, plot_forward_latency,
+                                plot_recorded_checking_costs, roofline_numbers)
 
 
 def test_plot_has_titles_labels_and_one_point_per_count():
@@ -55,3 +56,32 @@ def test_roofline_bad_input(name):
             "flops_per_s": 1e12, name: 0}
     with pytest.raises(ValueError, match=name):
         roofline_numbers(**args)
+
+
+RECORD = {"cpu": {"name": "Some CPU", "isa": "avx2"}, "token_counts": [1, 2, 4],
+          "paths": {"dense": [10.0, 15.0, 20.0], "prepacked": [12.0, 13.0, 14.0]}}
+
+
+def test_checking_cost_is_drawn_relative_to_one_token_and_outside_pyplot():
+    fig = plot_checking_cost(RECORD)
+    relative, _ = fig.axes
+    assert [list(line.get_ydata()) for line in relative.get_lines()] == [
+        [1.0, 1.5, 2.0], [1.0, 13 / 12, 14 / 12]]
+    assert fig not in [plt.figure(n) for n in plt.get_fignums()]  # display(fig) shows it once
+
+
+def test_recorded_checking_costs_draw_a_line_per_record_and_path():
+    other = {**RECORD, "cpu": {"name": "Another CPU", "isa": "avx512f"}}
+    fig = plot_recorded_checking_costs({"latency-cpu-some-avx2.json": RECORD,
+                                        "latency-cpu-another-avx512.json": other})
+    (axes,) = fig.axes
+    lines = [line for line in axes.get_lines() if line.get_label().endswith(("dense", "prepacked"))]
+    assert [line.get_label() for line in lines] == [
+        "some-avx2: dense", "some-avx2: prepacked", "another-avx512: dense",
+        "another-avx512: prepacked"]
+    assert list(lines[0].get_ydata()) == [1.0, 1.5, 2.0]
+    assert lines[0].get_color() != lines[2].get_color()  # a colour per record
+    with pytest.raises(ValueError, match="no records"):
+        plot_recorded_checking_costs({})
+    with pytest.raises(ValueError, match="paths"):
+        plot_recorded_checking_costs({"bad.json": {"token_counts": [1]}})

@@ -3,7 +3,8 @@
 `plot_forward_latency` draws what `specnb.core.latency.measure_forward_latency` measured (the
 time of one forward scoring k new tokens after a cached prefix, for several k);
 `plot_checking_cost` draws the record of `python -m specnb.bench.cpu_path` (t(k)/t(1) and ms
-per forward of the dense and the prepacked CPU path);
+per forward of the dense and the prepacked CPU path), `plot_recorded_checking_costs` the
+checking cost of several such records on one panel;
 `roofline_numbers` is the memory-bound arithmetic (weight bytes read per forward against FLOPs
 per token) for a model size and a device's bandwidth and peak FLOP/s, which are assumptions the
 caller states.
@@ -55,7 +56,8 @@ def plot_checking_cost(record: dict) -> Figure:
         raise ValueError("record must hold 'token_counts' and 'paths' {path: [ms]} (the record "
                          "written by python -m specnb.bench.cpu_path)")
     counts = record["token_counts"]
-    fig, (relative, absolute) = plt.subplots(1, 2, figsize=(11, 4))
+    fig = Figure(figsize=(11, 4))  # not pyplot's: display(fig) shows it once
+    relative, absolute = fig.subplots(1, 2)
     for path, median_ms in paths.items():
         relative.plot(counts, [ms / median_ms[0] for ms in median_ms], "o-", label=path)
         absolute.plot(counts, median_ms, "o-", label=path)
@@ -69,6 +71,34 @@ def plot_checking_cost(record: dict) -> Figure:
     for axes in (relative, absolute):
         _token_count_axis(axes, counts)
         axes.legend()
+    fig.tight_layout()
+    return fig
+
+
+def plot_recorded_checking_costs(records: dict) -> Figure:
+    """One log-x panel: t(k)/t(1) of every record (`python -m specnb.bench.cpu_path`, keyed by
+    file name) and every CPU path in it; a colour per record, labelled by its name (without
+    `latency-cpu-` and `.json`: the CPU tag) and the path, a line style per path."""
+    if not records:
+        raise ValueError("no records: pass {name: record} of data/results/latency-cpu-*.json")
+    fig = Figure(figsize=(11, 4.2))
+    axes = fig.subplots()
+    styles = ["o-", "s--", "^:", "d-."]
+    counts = []
+    for colour, (name, record) in zip(plt.rcParams["axes.prop_cycle"].by_key()["color"] * 4,
+                                      records.items()):
+        if not record.get("paths") or "token_counts" not in record:
+            raise ValueError(f"{name}: a record holds 'token_counts' and 'paths' {{path: [ms]}}")
+        tag = name.removeprefix("latency-cpu-").removesuffix(".json")
+        for style, (path, median_ms) in zip(styles * 4, record["paths"].items()):
+            axes.plot(record["token_counts"], [ms / median_ms[0] for ms in median_ms], style,
+                      color=colour, label=f"{tag}: {path}")
+        counts = sorted(set(counts) | set(record["token_counts"]))
+    axes.axhline(1.0, color="black", linewidth=0.8)
+    axes.set_title("Checking cost t(k)/t(1) of the recorded CPUs")
+    axes.set_ylabel("t(k) / t(1)")
+    _token_count_axis(axes, counts)
+    axes.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     return fig
 
