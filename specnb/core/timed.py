@@ -106,19 +106,10 @@ class TimedModel:
         return sum(self.log.seconds)
 
 
-# Every median `timed` has returned in this process, in order: assignment 05's check of a
-# timing table asks that its seconds were measured here, in the run being graded. Beside it,
-# each returned run's mean target seconds per decoding step (None for a result without a
-# trace): its checking costs must be ratios of two of them.
+# Every median `timed` has returned in this process, in order: assignment 05's check, run in
+# the learner's own kernel, tells them when a timing table's seconds were not measured there
+# (typed). A grade does not rest on it: the grader times the cell itself (specnb.course.judge).
 MEASURED: list = []
-MEASURED_STEPS: list = []
-
-
-def mean_step_seconds(result) -> float | None:
-    """`theory.mean_step_seconds`: mean target seconds per decoding step, or None."""
-    from ..theory import mean_step_seconds as mean  # plain arithmetic, no model code
-
-    return mean(result)
 
 
 def timed(function, repeats: int, device):
@@ -137,5 +128,4 @@ def timed(function, repeats: int, device):
             result = function()
             seconds.append(time.perf_counter() - start)
     MEASURED.append(statistics.median(seconds))
-    MEASURED_STEPS.append(mean_step_seconds(result))
     return result, MEASURED[-1], max(seconds) - min(seconds)

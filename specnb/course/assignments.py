@@ -33,15 +33,18 @@ whose autograde judges as `grade` does: the guarded run and the library-use chec
 
 import argparse
 import asyncio
+import atexit
 import copy
 import json
 import logging
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import nbformat
@@ -232,53 +235,84 @@ def kernel_env(threads: int) -> dict:
     return env
 
 
-def execute(notebook, timeout: int, notebook_timeout: float, guard: dict, tests: dict,
-            threads: int = 1):
-    """Run `notebook` in place in a fresh kernel whose working folder is an empty throw-away
-    one (so files shipped beside a submission are not there, and what it writes does not
-    stay); its stderr is discarded (kernel warnings stay out of the report).
+_BUILDS: dict = {}  # source path -> the answer-free package built for it in this process
+_BUILDS_LOCK = threading.Lock()
 
-    The test cells in `tests` ({cell index: (grade id, names)}) run under `grading_guard`,
-    configured by `guard` (`guarded_client.guard_config`). Returns (notes on cells interrupted
-    after `timeout` seconds, {cell index: (reply status, [violations])}).
-    Raises TimeoutError past `notebook_timeout` seconds (the kernel is shut down)."""
-    from .guarded_client import GuardedClient
+
+def answer_free(source_path: pathlib.Path, source) -> pathlib.Path:
+    """The folder (for PYTHONPATH) of specnb without `source`'s answers, built once per process."""
+    from .judge.build import answer_free_package
+
+    key = str(pathlib.Path(source_path).resolve())
+    with _BUILDS_LOCK:
+        if key not in _BUILDS:
+            folder = pathlib.Path(tempfile.mkdtemp(prefix="specnb-answer-free-"))
+            atexit.register(shutil.rmtree, folder, True)
+            _BUILDS[key] = answer_free_package(list(write_yourself(source)), folder)
+        return _BUILDS[key]
+
+
+def judge_settings(source) -> dict:
+    """The source's metadata `specnb.judge`: set-up code the judge runs before the tests, and
+    {test id: id of the cell whose duration it needs}."""
+    from .judge.judge import DEFAULT_SETUP
+
+    settings = source.metadata.get("specnb", {}).get("judge", {})
+    setup = settings.get("setup", DEFAULT_SETUP)
+    return {"setup": "".join(setup) if isinstance(setup, list) else setup,
+            "timed_cells": dict(settings.get("timed_cells", {}))}
+
+
+def execute(notebook, source, source_path, timeout: int, notebook_timeout: float,
+            tests: dict, threads: int = 1, memory_bytes: int | None = None):
+    """Run `notebook` in place in a confined kernel (specnb.course.judge): its working folder an
+    empty throw-away one, its specnb without the source's answers, its stderr discarded; the
+    auto-graded test cells `tests` ({cell index: grade id}) are graded by the judge, outside it.
+    Returns (notes on cells interrupted after `timeout` seconds, {cell index: (passed,
+    message)}). Raises TimeoutError past `notebook_timeout` seconds (the kernel is shut down)."""
+    from .judge.judge import MEMORY_BYTES, Judge, readable_paths, confined_env
 
     quiet = logging.getLogger("specnb.course.assignments.kernel")  # nbclient's timeout/death logs:
     quiet.setLevel(logging.CRITICAL)  # the report says it in one line instead
-    with tempfile.TemporaryDirectory(prefix="specnb-grade-") as folder:
+    package = answer_free(source_path, source)
+    with tempfile.TemporaryDirectory(prefix="specnb-grade-") as name:
+        folder = pathlib.Path(name)
         options = dict(timeout=timeout, kernel_name="python3", allow_errors=True,
                        interrupt_on_timeout=True, log=quiet,
-                       resources={"metadata": {"path": folder}})
-        client = GuardedClient(notebook, guard, tests, **options)
-        start = dict(stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL, cwd=folder,
-                     env=kernel_env(threads))
+                       resources={"metadata": {"path": name}})
+        judge = Judge(notebook, tests, call_timeout=timeout, **judge_settings(source), **options)
+        env = confined_env(package, folder, threads)
+        judge.km = judge.create_kernel_manager()
+        judge.km.confinement = {"read": readable_paths(package, folder),
+                                "write": [name, "/dev/null"],
+                                "memory_bytes": memory_bytes or MEMORY_BYTES}
+        start = dict(stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL, cwd=name, env=env)
 
         async def run():
-            await asyncio.wait_for(client.async_execute(**start), notebook_timeout)
+            await asyncio.wait_for(judge.async_execute(**start), notebook_timeout)
+        started = time.monotonic()
         try:
-            asyncio.get_running_loop()
-            nested = True  # called from a running loop (a notebook): nbclient nests, no wall limit
-        except RuntimeError:
-            nested = False  # the usual case
-        if nested:
-            client.execute(**start)
-        else:
-            started = time.monotonic()
-            try:
-                asyncio.run(run())
-            except Exception as error:  # noqa: BLE001 - sorted out below
-                # Cancelling at the deadline may surface as nbclient's DeadKernelError (the
-                # kernel is shut down under a running cell) instead of the timeout itself.
-                if isinstance(error, asyncio.TimeoutError) or \
-                        time.monotonic() - started >= notebook_timeout:
-                    raise TimeoutError(f"the notebook ran over {notebook_timeout:g} s (a cell "
-                                       f"that never ends?) and was stopped") from None
-                raise
+            asyncio.run(run())
+        except Exception as error:  # noqa: BLE001 - sorted out below
+            # Cancelling at the deadline may surface as nbclient's DeadKernelError (the
+            # kernel is shut down under a running cell) instead of the timeout itself.
+            if isinstance(error, asyncio.TimeoutError) or \
+                    time.monotonic() - started >= notebook_timeout:
+                raise TimeoutError(f"the notebook ran over {notebook_timeout:g} s (a cell "
+                                   f"that never ends?) and was stopped") from None
+            raise
     notes = [f"cell {grading(c).get('grade_id') or i} ran over {timeout} s and was interrupted"
              for i, c in enumerate(notebook.cells)
              if (error_text(c) or "").startswith("KeyboardInterrupt")]
-    return notes, client.verdicts
+    return notes, judge.verdicts
+
+
+def test_cells(source, notebook) -> dict:
+    """{cell index: grade id} of the graded notebook's auto-graded test cells."""
+    auto = {grading(c)["grade_id"] for c in source.cells
+            if grading(c).get("grade") and not grading(c).get("solution")}
+    return {index: grading(cell)["grade_id"] for index, cell in enumerate(notebook.cells)
+            if cell.cell_type == "code" and grading(cell).get("grade_id") in auto}
 
 
 def guard_for(source, notebook, reference: bool = True) -> tuple[dict, dict]:
@@ -351,9 +385,9 @@ def grade_notebook(path: pathlib.Path, source_path: pathlib.Path, timeout: int =
         notebook = graded_notebook(submitted, source)
         auto = {grading(c)["grade_id"] for c in source.cells
                 if grading(c).get("grade") and not grading(c).get("solution")}
-        config, tests = guard_for(source, notebook, reference_copies)
         notes, verdicts = ([], {}) if auto <= set(voided) else execute(
-            notebook, timeout, notebook_timeout, config, tests, threads)
+            notebook, source, source_path, timeout, notebook_timeout,
+            test_cells(source, notebook), threads)
     except Exception as error:  # noqa: BLE001 - one bad submission must not stop the rest
         reason = str(error) if isinstance(error, (ValueError, TimeoutError)) else \
             f"grading stopped: {type(error).__name__}: {first_line(str(error))}"
@@ -384,16 +418,10 @@ def grade_notebook(path: pathlib.Path, source_path: pathlib.Path, timeout: int =
         elif meta["grade_id"] in voided:
             rows.append((meta["grade_id"], 0.0, points, voided[meta["grade_id"]]))
         else:
-            status, violations = verdicts.get(index, ("not run", []))
-            error = error_text(graded)
-            if violations:
-                error = violation_message(violations)
-            elif status != "ok":
-                error = error or f"the test cell did not pass (kernel reply: {status})"
-                if notes:
-                    error = f"{error} ({notes[0]})"
-            else:
-                error = None
+            passed, error = verdicts.get(index, (False, "the test cell was not run"))
+            if not passed and notes:
+                error = f"{error} ({notes[0]})"
+            error = None if passed else error or "the test cell did not pass"
             rows.append((meta["grade_id"], 0.0 if error else points, points, error))
     return rows
 

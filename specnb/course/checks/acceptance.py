@@ -17,7 +17,7 @@ import torch
 from ...core import accept_probability as library_accept_probability, acceptance_overlap, \
     residual_distribution as library_residual
 from ...stats import SIGNIFICANCE, binomial_tolerance, chi2_pvalue, empirical_law
-from .report import call, closest_mistake, failure, \
+from .report import call, call_each, closest_mistake, failure, to_int, \
     passed, show, to_float
 
 # A pair over 6 tokens with every kind of token: p > q (kept, and in the residual), p < q
@@ -117,16 +117,19 @@ def check_verify_one(verify_one, seed: int = 0, num_draws: int = 20_000) -> None
     generator = torch.Generator().manual_seed(seed)
     drafts = torch.multinomial(q, num_draws, replacement=True, generator=generator).tolist()
     emitted = []
-    for draft_token in drafts:
-        given = f"target_probs = {show(p)}, draft_probs = {show(q)}, draft_token = {draft_token}"
-        token = call(verify_one, p.clone(), q.clone(), draft_token, generator, given=given,
-                     name=name)
-        token = int(token)
+
+    def given(index):
+        return (f"target_probs = {show(p)}, draft_probs = {show(q)}, "
+                f"draft_token = {drafts[index]}")
+    tokens = call_each(verify_one, [(p, q, t, generator) for t in drafts], given=given,
+                       name=name)
+    for index, token in enumerate(tokens):
+        token = to_int(token, name, given(index))
         if not 0 <= token < vocab:
-            raise failure(name, given=given, got=token,
+            raise failure(name, given=given(index), got=token,
                           hint=f"return one token id in [0, {vocab}) (no -1 here)")
         if p[token] == 0:
-            raise failure(name, given=given, got=token,
+            raise failure(name, given=given(index), got=token,
                           hint=f"emitted token {token}, which has p = 0: it can never come from "
                                f"the target; a draft with p(x) = 0 must always be rejected")
         emitted.append(token)
@@ -155,9 +158,10 @@ def check_verify_one(verify_one, seed: int = 0, num_draws: int = 20_000) -> None
         raise failure(name, given=given, expected=f"the draft kept in {overlap:.4f} of the calls "
                       f"(Σ min(p, q))", got=f"kept in {kept:.4f}",
                       hint="keep x exactly when u < min(1, p(x)/q(x)) with one uniform u per call")
-    repeat = [int(call(verify_one, p.clone(), q.clone(), t, torch.Generator().manual_seed(7),
-                       given="the same inputs twice with generators seeded alike", name=name))
-              for t in drafts[:30] for _ in range(2)]
+    twice = [(p, q, t, torch.Generator().manual_seed(7)) for t in drafts[:30] for _ in range(2)]
+    repeat = [to_int(t, name, "the same inputs twice") for t in call_each(
+        verify_one, twice, given=lambda i: "the same inputs twice with generators seeded alike",
+        name=name)]
     if repeat[0::2] != repeat[1::2]:
         raise failure(name, given="the same inputs twice, each with a generator seeded 7",
                       got="different tokens",

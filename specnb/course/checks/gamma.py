@@ -17,6 +17,7 @@ clock (within `CHECKED_FACTOR`, or as closely as the check's own runs do on a bu
 the theorem's 1 in its place does not, on a CPU.
 """
 
+import contextvars
 import math
 
 import torch
@@ -312,6 +313,12 @@ CHECKING_FACTOR = 1.5
 CHECKED_FACTOR = 1.3
 # The check's own clock, re-run when a row disagrees with it (see check_timing_table).
 CLOCK_ATTEMPTS = 3
+# Set by the grader (specnb.course.judge) while it runs the timing test: how long the learner's
+# timing cell ran, timed from outside their kernel. Its rows cannot report more decoding than
+# that (JUDGED_SHARE leaves room for a clock's rounding).
+JUDGED_CELL_SECONDS: contextvars.ContextVar = contextvars.ContextVar("judged_cell_seconds",
+                                                                     default=None)
+JUDGED_SHARE = 0.9
 
 
 def check_timing_table(rows, alpha_hat, c_hat, gammas=None, clock: Clock | None = None) -> None:
@@ -320,18 +327,20 @@ def check_timing_table(rows, alpha_hat, c_hat, gammas=None, clock: Clock | None 
     predicted_checked (eq. (2) with that checking cost).
 
     With `gammas` (the γ asked for, repeats allowed), the rows hold exactly those γ, each once.
-    With `clock`, the table must have been measured in this run: every time in it is one that
-    `timed` (specnb.core.timed) returned here, within a factor CLOCK_FACTOR of the check's own
-    decode of that row; every checking cost is the ratio of two runs `timed` returned here,
-    within CHECKING_FACTOR of the check's own; and eq. (2) predicts the row's clock within
+    With `clock`, the table must have been measured in this run: graded, the timing cell ran at
+    least as long as the decoding its rows report (`JUDGED_CELL_SECONDS`, timed by the grader);
+    in the learner's own kernel, every time in it is one that `timed` (specnb.core.timed)
+    returned there. Every time is within a factor CLOCK_FACTOR of the check's own decode of that
+    row, every checking cost within CHECKING_FACTOR of the check's own, and eq. (2) predicts the
+    row's clock within
     CHECKED_FACTOR, or strays from it no further than the check's own clock does (a machine
     busy with other work). A row that disagrees is compared again with fresh runs of the
     check's clock, up to CLOCK_ATTEMPTS sets: a grader's burst of other work costs it a re-run,
     not the student's points."""
-    from ...core.timed import MEASURED, MEASURED_STEPS
+    from ...core.timed import MEASURED
 
     measured_here = list(MEASURED)  # before the check's own clock adds to it
-    step_means = [s for s in MEASURED_STEPS if s]
+    judged_seconds = JUDGED_CELL_SECONDS.get()
     name = "timing table"
     keys = {"gamma", "ar_seconds", "spec_seconds", "measured", "predicted", "checking_cost",
             "predicted_checked"}
@@ -387,18 +396,22 @@ def check_timing_table(rows, alpha_hat, c_hat, gammas=None, clock: Clock | None 
     if clock is None:
         passed(name, len(rows), "consistency only: timings are noisy")
         return
-    for row in rows:
-        for key in ("ar_seconds", "spec_seconds"):
-            if not any(float(row[key]) == value for value in measured_here):
-                raise failure(name, given=f"row {row}", got=f"{key} = {row[key]}",
-                              hint=f"{key} was not measured in this run: time it with "
-                                   f"`timed(...)` in the cell above, do not type it")
-        if not any(_close(float(row["checking_cost"]), a / b, 1e-9)
-                   for a in step_means for b in step_means):
-            raise failure(name, given=f"row {row}", got=f"checking_cost = {row['checking_cost']}",
-                          hint="checking_cost was not measured in this run: compute it with "
-                               "your checking_cost(spec_run, ar_run) from the runs `timed` "
-                               "returned in the cell above, do not type it")
+    if judged_seconds is not None:  # graded: the grader timed the timing cell from outside
+        claimed = sum({float(row["ar_seconds"]) for row in rows}) + \
+            sum(float(row["spec_seconds"]) for row in rows)
+        if judged_seconds < JUDGED_SHARE * claimed:
+            raise failure(name, given="the timing cell, timed by the grader",
+                          expected=f"at least the {claimed:.2f} s of decoding its rows report",
+                          got=f"the cell ran {judged_seconds:.2f} s",
+                          hint="time the decodes in that cell with `timed(...)`; do not type "
+                               "the seconds")
+    else:  # the learner's own kernel: were the seconds returned by `timed` here?
+        for row in rows:
+            for key in ("ar_seconds", "spec_seconds"):
+                if not any(float(row[key]) == value for value in measured_here):
+                    raise failure(name, given=f"row {row}", got=f"{key} = {row[key]}",
+                                  hint=f"{key} was not measured in this run: time it with "
+                                       f"`timed(...)` in the cell above, do not type it")
     attempts = []  # the check's own runs: {None: (result, seconds), γ: (result, seconds)}
 
     def measure() -> None:

@@ -10,7 +10,7 @@ against itself, not capping at k) and names the one the student's answer matches
 import torch
 
 from ...core import ngram_lookup as library_lookup
-from .report import call, failure, passed
+from .report import call_each, failure, passed
 
 NAME = "ngram_lookup"
 
@@ -89,22 +89,28 @@ def _random_cases(generator, count):
 def check_ngram_lookup(ngram_lookup, seed: int = 0, num_random: int = 300) -> None:
     generator = torch.Generator().manual_seed(seed)
     num_cases = 0
-    for tokens, n_max, n_min, k in HAND_CASES + list(_random_cases(generator, num_random)):
-        given = f"tokens = {tokens}, n_max = {n_max}, n_min = {n_min}, k = {k}"
+    cases = HAND_CASES + list(_random_cases(generator, num_random))
+
+    def given(index):
+        tokens, n_max, n_min, k = cases[index]
+        return f"tokens = {tokens}, n_max = {n_max}, n_min = {n_min}, k = {k}"
+    answers = call_each(ngram_lookup, [(list(t), n_max, n_min, k) for t, n_max, n_min, k in cases],
+                        given=given, name=NAME)
+    for index, ((tokens, n_max, n_min, k), got) in enumerate(zip(cases, answers)):
+        given_here = given(index)
         expected = library_lookup(tokens, n_max=n_max, n_min=n_min, k=k)
-        got = call(ngram_lookup, list(tokens), n_max, n_min, k, given=given, name=NAME)
         got = getattr(got, "draft", got)
         try:
             got = [int(t) for t in got]
         except (TypeError, ValueError):
-            raise failure(NAME, given=given, expected=expected.draft, got=repr(got),
+            raise failure(NAME, given=given_here, expected=expected.draft, got=repr(got),
                           hint="return the draft as a list of token ids ([] when nothing "
                                "matches)") from None
         if got != expected.draft:
             where = (f" (the {expected.ngram_size}-gram {tokens[len(tokens) - expected.ngram_size:]}"
                      f" occurred at {expected.match_start}; copy from {expected.source_start})"
                      if expected.ngram_size else " (no earlier occurrence of any tail n-gram)")
-            raise failure(NAME, given=given, expected=f"{expected.draft}{where}", got=got,
+            raise failure(NAME, given=given_here, expected=f"{expected.draft}{where}", got=got,
                           hint=_hint(tokens, n_max, n_min, k, got))
         num_cases += 1
     passed(NAME, num_cases)

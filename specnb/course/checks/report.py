@@ -83,6 +83,27 @@ def call(fn, *args, given: str, name: str | None = None, error_hint: str | None 
                           f"  input:    {given}\n  hint:     {hint}") from error
 
 
+def call_each(fn, calls, *, given, name: str | None = None, error_hint: str | None = None):
+    """Yield `call(fn, *args)` for each tuple of `calls` in order; `given(i)` describes the
+    i-th input. Tensors are cloned for each call, so a function that edits its inputs in place
+    cannot change the next call's. When `fn` is the grader's stand-in for a function in the
+    learner's kernel (one with `call_many`, specnb.course.judge), all the calls go there as one
+    batch, run in order, and stop at the first exception, as this loop would."""
+    many = getattr(fn, "call_many", None)
+    if many is None:
+        for index, args in enumerate(calls):
+            args = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+            yield call(fn, *args, given=given(index), name=name, error_hint=error_hint)
+        return
+    results, error = many(list(calls))
+    yield from results
+    if error is not None:
+        def fail():
+            raise error
+        fail.__name__ = getattr(fn, "__name__", "your function")
+        call(fail, given=given(len(results)), name=name, error_hint=error_hint)
+
+
 def passed(name: str, num_cases: int, extra: str = "") -> None:
     cases = f"{num_cases} case{'' if num_cases == 1 else 's'}"
     print(f"✓ {name} passed ({cases}{', ' + extra if extra else ''})")
@@ -97,6 +118,15 @@ def to_float(value, name: str, given: str) -> float:
                       hint="return a single number (a Python float or a 0-d tensor)") from None
 
 
+def to_int(value, name: str, given: str) -> int:
+    """A token id from whatever the student returned (int, 0-d tensor, numpy integer)."""
+    try:
+        return int(value)
+    except (TypeError, ValueError, RuntimeError):
+        raise failure(name, given=given, got=repr(value)[:200],
+                      hint="return a single token id (a Python int or a 0-d tensor)") from None
+
+
 def closest_mistake(law: torch.Tensor, target: torch.Tensor, mistakes: dict) -> str | None:
     """The hint of the known mistake whose law is nearest `law`, if nearer than the target's."""
     def tv(a, b):
@@ -107,5 +137,5 @@ def closest_mistake(law: torch.Tensor, target: torch.Tensor, mistakes: dict) -> 
     return best[1][1]
 
 
-__all__ = ["CheckFailed", "short_tracebacks", "call", "closest_mistake",
-           "failure", "passed", "show", "to_float"]
+__all__ = ["CheckFailed", "short_tracebacks", "call", "call_each", "closest_mistake",
+           "failure", "passed", "show", "to_float", "to_int"]

@@ -1,0 +1,413 @@
+"""The judge: run a submission in a confined kernel, and grade its test cells outside it.
+
+`Judge` is an nbclient NotebookClient. The cells the student wrote, and the notebook's fixed
+cells, run in the kernel as usual (their outputs are the executed notebook the student gets
+back). An auto-graded test cell does not: its code, taken from the source notebook, runs here, in
+the grader's process, with the real checks. A name it uses that the judge's own set-up does not
+define is looked up in the kernel (`room.py`): a function becomes a `RemoteFunction`, whose calls
+send their arguments to the kernel and bring back the return value as plain data (`wire.py`);
+anything else is fetched as plain data. What the kernel says about itself (a reply's status, an
+object, a record of timings) decides nothing; the checks judge the data, and the test cell's
+outputs are written from what happened here.
+
+The kernel runs `confine.py`: with a copy of specnb without the assignment's answers
+(`build.py`), no access to the rest of the file system beyond what Python needs, no new
+processes, a memory limit. A test that runs over its time is stopped (the kernel interrupted,
+or restarted and the cells before replayed), and scores 0; the other tests are still graded.
+"""
+
+import asyncio
+import builtins
+import contextlib
+import io
+import json
+import keyword
+import os
+import pathlib
+import sys
+import tempfile
+import threading
+import time
+
+from jupyter_client.manager import AsyncKernelManager
+from nbclient import NotebookClient
+from nbclient.util import ensure_async
+from nbformat import NotebookNode
+from traitlets import Dict
+
+from . import wire
+from .wire import MARK
+
+HERE = pathlib.Path(__file__).resolve().parent
+CONFINE = HERE / "confine.py"
+WIRE_NAME, ROOM_NAME = "_specnb_wire", "_specnb_room"
+LOAD = ("(lambda m: (setattr(m, '__file__', {file!r}), __import__('builtins').exec({code!r}, "
+        "m.__dict__), __import__('sys').modules.__setitem__(m.__name__, m), 'loaded')[-1])("
+        "__import__('types').ModuleType({name!r}))")
+DEFAULT_SETUP = "import torch\nfrom specnb.course import checks\n"
+MEMORY_BYTES = 8 * 2 ** 30
+
+
+class RoomError(Exception):
+    """The kernel did not answer a call as data: it ran over its time, died, or sent junk."""
+
+
+def _remote_error(kind: str, message: str) -> Exception:
+    """An exception that reads like the one the student's function raised in the kernel."""
+    if kind == "NotImplementedError":
+        return NotImplementedError(message)
+    name = kind if kind.isidentifier() and not keyword.iskeyword(kind) and len(kind) < 60 \
+        else "Exception"
+    return type(name, (RoomError,), {})(message)
+
+
+class ConfinedKernelManager(AsyncKernelManager):
+    """Starts the kernel through confine.py; `confinement` = {"read", "write", "memory_bytes"}."""
+
+    confinement = Dict()
+
+    def format_kernel_cmd(self, extra_arguments=None):
+        import shutil
+
+        command = super().format_kernel_cmd(extra_arguments)
+        command[0] = shutil.which(command[0]) or command[0]
+        config = dict(self.confinement)
+        config["read"] = list(config["read"]) + [self.connection_file]
+        return [sys.executable, str(CONFINE), json.dumps(config), "--"] + command
+
+
+def readable_paths(package_dir: pathlib.Path, folder: pathlib.Path) -> list:
+    """What a grading kernel may read: the system, Python and its packages, the answer-free
+    package, the data it reads, the embedded model's cache, its own folder."""
+    import site
+
+    from ...models.loading import cache_dir
+    from .build import DATA
+
+    paths = {"/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/proc", "/sys", "/dev",
+             sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+             str(package_dir), str(DATA.resolve()), str(cache_dir()), str(folder)}
+    paths.update(site.getsitepackages() + [site.getusersitepackages()])
+    paths.update(os.path.realpath(p) for p in list(paths))
+    return sorted(paths)
+
+
+def confined_env(package_dir: pathlib.Path, folder: pathlib.Path, threads: int) -> dict:
+    """The kernel's environment: the answer-free package first on its path, its home and
+    temporary files in its throw-away folder, `threads` torch threads, nothing fetched online."""
+    from ...models.loading import cache_dir
+
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("PYTHON", "JUPYTER", "IPYTHON"))}
+    home = folder / ".home"
+    home.mkdir(exist_ok=True)
+    env.update(PYTHONPATH=str(package_dir), HOME=str(home), TMPDIR=str(home),
+               IPYTHONDIR=str(home / ".ipython"), MPLCONFIGDIR=str(home / ".matplotlib"),
+               XDG_CACHE_HOME=str(home / ".cache"), SPECNB_CACHE=str(cache_dir()),
+               HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONDONTWRITEBYTECODE="1")
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        env[name] = str(threads)
+    return env
+
+
+class _Capture:
+    """sys.stdout for the judge's threads: what a check prints goes to the test cell it runs
+    for; other threads (other submissions graded at once) print as before."""
+
+    local = threading.local()
+    lock = threading.Lock()
+
+    @classmethod
+    def install(cls):
+        with cls.lock:
+            if not isinstance(sys.stdout, cls):
+                sys.stdout = cls(sys.stdout)
+
+    def __init__(self, original):
+        self.original = original
+
+    def write(self, text):
+        buffer = getattr(self.local, "buffer", None)
+        return (buffer or self.original).write(text)
+
+    def flush(self):
+        buffer = getattr(self.local, "buffer", None)
+        (buffer or self.original).flush()
+
+    def __getattr__(self, name):
+        return getattr(self.original, name)
+
+
+class RemoteFunction:
+    """The judge's stand-in for a function defined in the student's kernel."""
+
+    def __init__(self, judge, name: str):
+        self.judge, self.__name__ = judge, name
+
+    def __call__(self, *args, **kwargs):
+        results, error = self.call_many([args], kwargs)
+        if error is not None:
+            raise error
+        return results[0]
+
+    def call_many(self, calls, kwargs=None):
+        """(results, error or None): the calls in order, in one round trip, up to the first
+        exception."""
+        encoder = wire.Encoder()
+        request = encoder.encode({"name": self.__name__,
+                                  "calls": [[list(args), dict(kwargs or {})] for args in calls]})
+        reply = self.judge.ask(f"__import__({ROOM_NAME!r}).call({request!r})", encoder)
+        try:
+            answer = wire.Decoder().decode(reply)
+            results, error = answer["results"], answer["error"]
+            encoder.update_generators({int(k): v for k, v in answer["generators"].items()})
+            if not isinstance(results, list) or len(results) > len(calls):
+                raise wire.WireError("a reply with more results than calls")
+        except (wire.WireError, KeyError, TypeError, ValueError) as problem:
+            raise RoomError(f"the kernel's reply is not plain data: {problem}") from None
+        if error is not None:
+            if not isinstance(error, dict):
+                raise RoomError("the kernel's reply is not plain data")
+            if error.get("withheld"):
+                self.judge.withheld.append(error.get("message", ""))
+            error = _remote_error(str(error.get("type")), str(error.get("message")))
+        return results, error
+
+
+class _KernelNames(dict):
+    """The test code's names that the judge's own set-up does not define, looked up in the
+    kernel once per test cell."""
+
+    def __init__(self, judge, defined: dict):
+        super().__init__()
+        self.judge, self.defined = judge, defined
+
+    def __missing__(self, name):
+        if name in self.defined or hasattr(builtins, name):
+            raise KeyError(name)  # the judge's globals (checks, torch) and builtins win
+        kind = json.loads(self.judge.ask(
+            f"__import__({ROOM_NAME!r}).describe({json.dumps([name])!r})") or "{}").get(name)
+        if kind == "function":
+            value = RemoteFunction(self.judge, name)
+        elif kind == "data":
+            try:
+                value = wire.Decoder().decode(self.judge.ask(
+                    f"__import__({ROOM_NAME!r}).fetch({name!r})"))
+            except wire.WireError as problem:
+                raise RoomError(f"`{name}` is not plain data: {problem}") from None
+        else:
+            raise KeyError(name)
+        self[name] = value
+        return value
+
+
+class Judge(NotebookClient):
+    """Executes `nb`, grading the cells in `tests` ({cell index: grade id}) itself.
+
+    `setup` is code run in the judge's namespace before the first test (the source notebook's
+    metadata `specnb.judge.setup`: the trusted names tests use, e.g. the models a timing test
+    clocks); `timed_cells` = {test grade id: grade id of the cell whose duration the test needs}.
+    After `execute`, `verdicts[cell index]` = (passed, message or None)."""
+
+    kernel_manager_class = ConfinedKernelManager
+
+    def __init__(self, nb, tests: dict, setup: str = DEFAULT_SETUP, timed_cells=None,
+                 call_timeout: float = 600, **kwargs):
+        super().__init__(nb, **kwargs)
+        self.tests, self.setup = tests, setup
+        self.timed_cells = dict(timed_cells or {})
+        self.call_timeout = call_timeout
+        self.verdicts: dict = {}
+        self.cell_seconds: dict = {}
+        self.replay: list = []  # the sources of the cells run so far, to start over after a kill
+        self.space: dict = {"__name__": "__judge__", "__builtins__": builtins}
+        self._setup_task = None
+        self.room_loaded = False
+        self.withheld: list = []
+        self._deadline = None
+        self._handles: dict = {}
+
+    # -- the cells --------------------------------------------------------------------------
+
+    async def async_execute(self, **kwargs):
+        # The judge's set-up (loading a model for a timing test: seconds) runs on another core
+        # while the kernel runs the student's cells.
+        self._setup_task = asyncio.ensure_future(asyncio.to_thread(
+            exec, compile(self.setup, "<judge setup>", "exec"), self.space))
+        try:
+            return await super().async_execute(**kwargs)
+        finally:
+            if not self._setup_task.done():
+                self._setup_task.cancel()
+
+    async def async_execute_cell(self, cell, cell_index, execution_count=None,
+                                 store_history=True):
+        if cell_index not in self.tests:
+            started = time.monotonic()
+            result = await super().async_execute_cell(cell, cell_index, execution_count,
+                                                      store_history)
+            grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+            if grade_id:
+                self.cell_seconds[grade_id] = time.monotonic() - started
+            if cell.cell_type == "code":
+                self.replay.append(cell.source)
+            return result
+        await self._judge_cell(cell, cell_index)
+        return cell
+
+    async def _judge_cell(self, cell, cell_index):
+        from ..checks import gamma
+
+        grade_id = self.tests[cell_index]
+        self.withheld = []
+        self._deadline = time.monotonic() + self.call_timeout
+        self.loop = asyncio.get_running_loop()
+        if not self.room_loaded:
+            await self._load_room()
+        if self._setup_task is not None:
+            await self._setup_task  # its error, if any, stops grading: the source is wrong
+        seconds = self.cell_seconds.get(self.timed_cells.get(grade_id))
+        buffer = io.StringIO()
+
+        def run():
+            _Capture.install()
+            _Capture.local.buffer = buffer
+            token = gamma.JUDGED_CELL_SECONDS.set(seconds)
+            try:
+                names = _KernelNames(self, self.space)
+                exec(compile(cell.source, f"<test {grade_id}>", "exec"), self.space, names)
+                return None
+            except BaseException as error:  # noqa: BLE001 - every failure is a verdict
+                return error
+            finally:
+                gamma.JUDGED_CELL_SECONDS.reset(token)
+                _Capture.local.buffer = None
+
+        error = await asyncio.to_thread(run)
+        outputs = []
+        if buffer.getvalue():
+            outputs.append(NotebookNode(output_type="stream", name="stdout",
+                                        text=buffer.getvalue()))
+        message = None
+        if error is not None:
+            message = f"{type(error).__name__}: {error}"
+            if self.withheld:
+                message = (f"0 points: your code used {self.withheld[0].split(' is withheld')[0]}"
+                           f", the library's own answer, which this exercise asks you to write "
+                           f"yourself")
+            name = type(error).__name__
+            outputs.append(NotebookNode(output_type="error", ename=name, evalue=str(error),
+                                        traceback=[f"{name}: {error}"]))
+        cell.outputs = outputs
+        cell.execution_count = None
+        self.verdicts[cell_index] = (error is None, message)
+
+    # -- talking to the kernel ---------------------------------------------------------------
+
+    def ask(self, expression: str, encoder=None) -> str:
+        """Evaluate `expression` in the kernel (from the test code's thread); its str result."""
+        future = asyncio.run_coroutine_threadsafe(self._ask(expression, encoder), self.loop)
+        return future.result()
+
+    async def _load_room(self):
+        for name, path in ((WIRE_NAME, HERE / "wire.py"), (ROOM_NAME, HERE / "room.py")):
+            answer = await self._ask(LOAD.format(file=str(path), code=path.read_text(),
+                                                 name=name))
+            if answer != "loaded":
+                raise RoomError(f"the judge could not load its errand-runner: {answer}")
+        self.room_loaded = True
+
+    async def _ask(self, expression: str, encoder=None) -> str:
+        kc = self.kc
+        self._handles = encoder.handles if encoder is not None else {}
+        msg_id = kc.execute("", silent=True, store_history=False, allow_stdin=True,
+                            user_expressions={"r": expression})
+        deadline = self._deadline or time.monotonic() + self.call_timeout
+        pause, checked = 0.0005, time.monotonic()
+        while True:
+            if await ensure_async(kc.stdin_channel.msg_ready()):
+                request = await ensure_async(kc.stdin_channel.get_msg(timeout=1))
+                if request["header"]["msg_type"] == "input_request":
+                    kc.input(self._callback(request["content"].get("prompt", "")))
+                pause = 0.0005
+                continue
+            if await ensure_async(kc.shell_channel.msg_ready()):
+                reply = await ensure_async(kc.shell_channel.get_msg(timeout=1))
+                if reply.get("parent_header", {}).get("msg_id") != msg_id:
+                    continue
+                result = reply["content"].get("user_expressions", {}).get("r", {})
+                if result.get("status") != "ok":
+                    raise RoomError(f"{result.get('ename', 'the kernel')}: "
+                                    f"{result.get('evalue', 'no reply')}")
+                text = result.get("data", {}).get("text/plain", "")
+                if len(text) > 4 * wire.MAX_BYTES:
+                    raise RoomError("the kernel's reply is too large")
+                import ast
+                try:
+                    value = ast.literal_eval(text)
+                except (ValueError, SyntaxError, MemoryError, RecursionError):
+                    raise RoomError("the kernel's reply is not a string") from None
+                if not isinstance(value, str):
+                    raise RoomError("the kernel's reply is not a string")
+                return value
+            now = time.monotonic()
+            if now > deadline:
+                await self._stop(msg_id)
+                raise RoomError(f"ran over {self.call_timeout:g} s and was stopped")
+            if now - checked > 1:
+                checked = now
+                if not await ensure_async(self.km.is_alive()):
+                    await self._revive()
+                    raise RoomError("the kernel died during the call (out of memory? exit?); "
+                                    "it was restarted for the next tests")
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 0.01)
+
+    def _callback(self, prompt: str) -> str:
+        """Answer a stand-in's call from the kernel: run the judge's object, return data."""
+        if not prompt.startswith(MARK):
+            return ""  # the student's own input(): an empty line
+        try:
+            decoder = wire.Decoder()
+            request = decoder.decode(prompt[len(MARK):])
+            target = self._handles[request["id"]]
+            method = request["method"]
+            if method is not None:
+                if method != "logits":
+                    raise AttributeError(method)
+                target = getattr(target, method)
+            value = target(*request["args"], **request["kwargs"])
+            states = {str(k): v for k, v in decoder.generator_states().items()}
+            return wire.Encoder().encode({"value": value, "generators": states})
+        except Exception as error:  # noqa: BLE001 - told to the student's code as an error
+            return wire.Encoder().encode({"error": f"{type(error).__name__}: {error}"})
+
+    async def _stop(self, msg_id):
+        """Interrupt the kernel; if the call does not end within 10 s, restart it."""
+        await ensure_async(self.km.interrupt_kernel())
+        end = time.monotonic() + 10
+        while time.monotonic() < end:
+            if await ensure_async(self.kc.shell_channel.msg_ready()):
+                reply = await ensure_async(self.kc.shell_channel.get_msg(timeout=1))
+                if reply.get("parent_header", {}).get("msg_id") == msg_id:
+                    return
+            elif await ensure_async(self.kc.stdin_channel.msg_ready()):
+                await ensure_async(self.kc.stdin_channel.get_msg(timeout=1))
+                self.kc.input("")
+            else:
+                await asyncio.sleep(0.01)
+        await self._revive()
+
+    async def _revive(self):
+        """A new kernel, with every cell run so far run again (quietly), for the next tests."""
+        await ensure_async(self.km.restart_kernel(now=True))
+        await ensure_async(self.kc.wait_for_ready(timeout=self.startup_timeout))
+        self.room_loaded = False
+        for source in self.replay:
+            msg_id = self.kc.execute(source, silent=True, store_history=False)
+            await self.async_wait_for_reply(msg_id)
+
+
+def grading_folder():
+    """A throw-away folder for a kernel (the caller removes it)."""
+    return tempfile.TemporaryDirectory(prefix="specnb-grade-")
