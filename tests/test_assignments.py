@@ -155,9 +155,7 @@ def auto_rows(rows):
 @pytest.mark.slow  # executes notebooks in a Jupyter kernel
 @pytest.mark.parametrize("name", params())
 def test_source_version_scores_full_marks(name, tmp_path):
-    # The source *is* the reference solution, which a submission may not copy: allowed here.
-    rows = assignments.grade_notebook(SOURCE / name, SOURCE / name, timeout=300,
-                                      reference_copies=False)
+    rows = assignments.grade_notebook(SOURCE / name, SOURCE / name, timeout=300)
     assert auto_rows(rows) and all(got == points for _, got, points, _ in auto_rows(rows)), rows
 
 
@@ -347,9 +345,13 @@ def test_grade_help_lists_source_jobs_and_threads(capsys):
     assert "--source" in text and "--jobs" in text and "--threads" in text
 
 
-def test_kernels_start_with_the_threads_asked_for():
-    env = assignments.kernel_env(1)
+def test_kernels_start_with_the_threads_asked_for(tmp_path):
+    from specnb.course.judge.judge import confined_env
+
+    env = confined_env(tmp_path / "package", tmp_path, 1)
     assert env["OMP_NUM_THREADS"] == env["MKL_NUM_THREADS"] == "1"
+    assert env["PYTHONPATH"] == str(tmp_path / "package")  # the answer-free copy of specnb
+    assert env["HOME"].startswith(str(tmp_path))  # nothing written outside its folder
 
 
 def stepped_run(step_s, steps=10):
@@ -388,9 +390,8 @@ def test_a_timing_table_must_be_measured_in_this_run(monkeypatch, capsys):
     from specnb.core import timed as compare  # where timed() keeps what it measured
     from specnb.course import checks
 
-    def measured(seconds, steps=(0.03, 0.036, 0.054)):  # what timed() returned here
+    def measured(seconds):  # what timed() returned here
         monkeypatch.setattr(compare, "MEASURED", list(seconds))
-        monkeypatch.setattr(compare, "MEASURED_STEPS", list(steps))
 
     # Eq. (2) at α 0.3, c 0.1: 1.3 / 1.3 = 1.0 at γ = 1 (checking 1.2), 1.425 / 2.2 = 0.65 at
     # γ = 4 (checking 1.8); the clocks below measure 1.0 and 0.67. The theorem: 1.18, 1.02.
@@ -408,11 +409,17 @@ def test_a_timing_table_must_be_measured_in_this_run(monkeypatch, capsys):
     measured([2.01, 2.01, 3.01])
     with pytest.raises(checks.CheckFailed, match="not measured in this run"):
         checks.check_timing_table(rows, 0.3, 0.1, gammas=[1, 4], clock=FakeClock(1.9, spec))
-    # A typed checking cost: the times were measured, the cost is no ratio of two runs.
+    # Graded, the judge timed the timing cell from outside the kernel: the rows report 7 s of
+    # decoding, so a cell that ran 0.5 s typed them (what the kernel's records say is not asked).
+    token = checks.gamma.JUDGED_CELL_SECONDS.set(0.5)
+    try:
+        with pytest.raises(checks.CheckFailed, match="timed by the grader"):
+            checks.check_timing_table(rows, 0.3, 0.1, gammas=[1, 4], clock=FakeClock(1.9, spec))
+        checks.gamma.JUDGED_CELL_SECONDS.set(8.0)
+        checks.check_timing_table(rows, 0.3, 0.1, gammas=[1, 4], clock=FakeClock(1.9, spec))
+    finally:
+        checks.gamma.JUDGED_CELL_SECONDS.reset(token)
     measured([2.0, 2.0, 3.0])
-    typed = timing_rows(2.0, spec, {1: 1.2, 4: 1.75})
-    with pytest.raises(checks.CheckFailed, match="checking_cost was not measured"):
-        checks.check_timing_table(typed, 0.3, 0.1, gammas=[1, 4], clock=FakeClock(1.9, spec))
     # A ratio of the wrong runs (a run over itself: the theorem's 1) against the check's 1.8.
     same = timing_rows(2.0, spec, {1: 1.0, 4: 1.0})
     with pytest.raises(checks.CheckFailed, match="the check's own runs"):

@@ -142,8 +142,7 @@ def test_the_trace_is_asked_for_and_changes_nothing_else(head_pair, temperature)
 def test_a_step_costs_the_same_read_from_counters_or_trace(head_pair):
     """The mean decoding step the assignments and the checking cost use: from the counters
     of a plain run, equal to the trace's own figure for a traced one."""
-    from specnb.core.timed import mean_step_seconds
-    from specnb.theory import decoding_step_seconds
+    from specnb.theory import decoding_step_seconds, mean_step_seconds
 
     target, head, ids = head_pair
     traced = specnb.speculative(target, head, ids, gamma=3, max_new_tokens=16, trace=True)

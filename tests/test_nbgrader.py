@@ -5,14 +5,14 @@ The end-to-end test lays out a course (`python -m specnb.course.assignments nbgr
 releases all six assignments and autogrades, in one call, five students: the reference solutions
 (full marks on every auto-graded cell), nbgrader's own student versions (zero), a student with a
 plausible mistake in each assignment (`MISTAKEN`), one who imports the library's own residual
-(0 on the cells `specnb.write_yourself` lists: `LibraryUseCheck` at work), and one who hides a
-failing check with `set_custom_exc` (0: nbgrader judges the kernel's reply). Per auto-graded
-cell, nbgrader's points must be the expected ones and, for the mistakes and the library import,
-those `grade_notebook` gives the same file; test_assignments.py asserts that `grade` gives the
-reference full marks (its copy rule off) and the student versions zero, so they are not run
-twice. The answers are the student's own code, not edits of the reference solution, which
-`grade`'s copy rule would zero. nbgrader runs from this environment's bin without activating it;
-the course config gives kernels one thread.
+(0 on the cells `specnb.write_yourself` lists: `LibraryUseCheck` at work), one who hides a
+failing check with `set_custom_exc`, and three of tests/test_judge.py's gaming attempts (a
+forged verdict, the library's answer from a thread, the same job under another name): the
+judge runs the test cells, so nbgrader scores what it found. Per auto-graded cell, nbgrader's
+points must be the expected ones and, for the mistakes and the library import, those
+`grade_notebook` gives the same file; test_assignments.py asserts that `grade` gives the
+reference full marks and the student versions zero, so they are not run twice. nbgrader runs
+from this environment's bin without activating it; the course config gives kernels one thread.
 """
 
 import copy
@@ -29,7 +29,7 @@ import nbformat
 import pytest
 
 from specnb.course import assignments
-from test_grading_guard import ATTEMPTS, SOLUTION_ID, TEST_ID
+from test_judge import ATTEMPTS, FORGE
 
 SOURCE = pathlib.Path(__file__).resolve().parent.parent / "assignments" / "source"
 NAMES = sorted(p.stem for p in SOURCE.glob("*.ipynb"))
@@ -146,13 +146,14 @@ get_ipython().set_custom_exc((Exception,), lambda *args, **kwargs: None)
 
 def ngram_lookup(tokens, n_max, n_min, k):
     return []"""})
-# Routes past the static scan that `grade`'s guard closes (tests/test_grading_guard.py has all
-# seventeen), here under nbgrader's autograde with specnb's GuardedExecute: each student answers
-# assignment 02's verify one way; its test cell must score 0 and show why. "verbatim" hands in
-# the reference solution itself (the copy rule is on for every student but "reference").
-GAMING = {attempt[0]: attempt for attempt in ATTEMPTS if attempt[0] in (
-    "gc-scan", "marshal", "helpers-shipped-beside", "input-transformer")}
+# Gaming attempts (tests/test_judge.py has them all), here under nbgrader's autograde with
+# specnb's JudgedExecute: each student answers assignment 02's verify one way (or leaves it and
+# forges the verdict); its test cell must score 0 and show why.
+GAMING = {student: (solutions, added, targets.get(TEST_ID, "is not defined"))
+          for student, name, solutions, added, targets in ATTEMPTS
+          if student in ("forged-02", "from-a-thread", "tree-of-one-chain")}
 GAMED = "02_batched_verify"
+TEST_ID = "ex2-verify-tests"
 
 
 def nbgrader_env() -> dict:
@@ -254,17 +255,11 @@ def test_nbgrader_autograde_agrees_with_grade(tmp_path, monkeypatch):
     name, answers = SWALLOWED
     submitted["swallowed", name] = (submit(course, "swallowed", name,
                                            answered(released[name], answers)), None)
-    for student, code, files, _ in GAMING.values():
-        path = submit(course, student, GAMED, answered(released[GAMED], {SOLUTION_ID: code}))
-        for file, text in files.items():
-            (path.parent / file).write_text(text)
-        submitted[student, GAMED] = (path, {TEST_ID})
-    submitted["verbatim", GAMED] = (submit(course, "verbatim", GAMED, sources[GAMED]), {TEST_ID})
-    # Every student and assignment in one process; the reference in a second, without the copy
-    # rule (nbgrader_config.py says how).
-    nbgrader(course, "autograde", "*", "--CourseDirectory.student_id_exclude=reference")
-    nbgrader(course, "autograde", "*", "--student=reference",
-             "--GuardedExecute.reference_copies=False")
+    for student, (solutions, added, _) in GAMING.items():
+        notebook = answered(released[GAMED], solutions)
+        notebook.cells[2:2] = [nbformat.v4.new_code_cell(code) for code in added]
+        submitted[student, GAMED] = (submit(course, student, GAMED, notebook), {TEST_ID})
+    nbgrader(course, "autograde", "*")  # every student and assignment in one process
     lap("autograde")
 
     problems = []  # every disagreement, reported together
@@ -304,10 +299,9 @@ def test_nbgrader_autograde_agrees_with_grade(tmp_path, monkeypatch):
     for grade_id in voided:
         (error,) = outputs_of(course, "library", name, grade_id)
         assert (error.ename, error.evalue) == ("LibraryUse", reasons[grade_id])
-    # So do the gaming attempts' test cells: the guard's verdict, or the honest failure of the
-    # wrong answer an input transformer hid, or the helper file that was not there.
-    for student, fragment in [(s, attempt[3]) for s, attempt in GAMING.items()] + [
-            ("verbatim", "a copy of")]:
+    # So do the gaming attempts' test cells: the withheld answer, or the stub's honest failure
+    # that the forged verdict tried to hide.
+    for student, fragment in [(s, attempt[2]) for s, attempt in GAMING.items()]:
         errors = [o for o in outputs_of(course, student, GAMED, TEST_ID)
                   if o.output_type == "error"]
         shown = " ".join(f"{e.ename}: {e.evalue}" for e in errors)
@@ -365,20 +359,18 @@ def test_the_course_layout_holds_the_config_and_one_folder_per_assignment(tmp_pa
     assert config.CourseDirectory.course_id == "specnb"
     assert (config.CourseDirectory.source_directory, config.CourseDirectory.autograded_directory) \
         == ("source", "autograded")
-    assert config.Execute.timeout == 600
+    assert config.JudgedExecute.timeout == 600 and config.JudgedExecute.confined is True
     steps = config.Autograde.autograde_preprocessors
     assert [step.rpartition(".")[2] for step in steps] == [
-        "GuardedExecute", "IgnorePattern", "ClearMetadataPreprocessor", "LimitOutput",
+        "JudgedExecute", "IgnorePattern", "ClearMetadataPreprocessor", "LimitOutput",
         "LibraryUseCheck", "SaveAutoGrades", "AssignLatePenalties", "CheckCellMetadata"]
-    assert steps[0] == "specnb.course.nbgrader_check.GuardedExecute"
-    assert config.GuardedExecute.reference_copies is True
+    assert steps[0] == "specnb.course.nbgrader_check.JudgedExecute"
     from nbgrader.converters import Autograde  # each name is what nbgrader will import
-    from specnb.course.nbgrader_check import GuardedExecute, LibraryUseCheck
+    from specnb.course.nbgrader_check import JudgedExecute, LibraryUseCheck
 
     nbgraders = Autograde.class_traits()["autograde_preprocessors"].default()
     assert [pkgutil.resolve_name(step) for step in steps] == \
-        [GuardedExecute] + nbgraders[1:4] + [LibraryUseCheck] + nbgraders[4:]
-    assert issubclass(GuardedExecute, nbgraders[0])  # nbgrader's Execute, guarded
+        [JudgedExecute] + nbgraders[1:4] + [LibraryUseCheck] + nbgraders[4:]
 
 
 def write_notebook(folder: pathlib.Path, name: str, cells) -> None:

@@ -33,9 +33,10 @@ PROJECT = PYPROJECT["project"]
 EXTRA_OF_FILE = {"specnb/course/assignments.py": "instructor", "specnb/course/book.py": "book",
                  "specnb/course/checks/report.py": "instructor",
                  "specnb/course/checks/solution_code.py": "instructor",
-                 # the grading guard (IPython) and the client that drives it (nbclient)
-                 "specnb/course/grading_guard.py": "instructor",
-                 "specnb/course/guarded_client.py": "instructor",
+                 # the judge (nbclient, jupyter_client) and its errand-runner in the kernel
+                 # (IPython)
+                 "specnb/course/judge/judge.py": "instructor",
+                 "specnb/course/judge/room.py": "instructor",
                  # nbgrader: the course layout and the autograde step (`nbgrader-course`)
                  "specnb/course/nbgrader_course.py": "instructor",
                  "specnb/course/nbgrader_check.py": "instructor",

@@ -12,29 +12,32 @@ cells, outputs and execution counts are cleared and grade cells are made read-on
 
 `grade` takes submitted notebooks (files, or folders searched for the source file names),
 puts back every test cell from the source (hidden tests included, so editing a test changes
-nothing), executes the notebook with errors allowed, from an empty throw-away folder,
-one torch thread per kernel and `--jobs` kernels at once, and prints per grade cell its points:
-full when the kernel replied that the cell ran without an error and the grading guard saw no use
-of the library's answer (`guarded_client`, `grading_guard`: IPython and the checks are reset
-before each test cell), else 0 and the first line of the reason. Cells graded by hand (nbgrader
-`solution` and `grade`) are listed as "manual"; per student folder, a total out of the course's
-points and the notebooks not handed in close the report.
+nothing) and executes the notebook with errors allowed, `--jobs` at once, each in a kernel that
+the judge confines (specnb.course.judge): an empty throw-away folder it may not write outside,
+no other file it may read but Python's and a copy of specnb without the assignment's answers
+(`Withheld`), no new processes, a memory limit, one torch thread. The auto-graded test cells do
+not run in that kernel: the judge runs each in the grader's own process, calling the student's
+functions in the kernel on inputs it generates and checking what comes back as plain data, and
+prints per test cell its points (full when its checks raised nothing, else 0 and the first line
+of the check's message). Cells graded by hand (nbgrader `solution` and `grade`) are listed as
+"manual"; per student folder, a total out of the course's points and the notebooks not handed in
+close the report.
 
 Before running anything, `grade` parses the code the student wrote (`specnb.course.checks.solution_code`):
-a test cell whose exercise reaches the library's own implementation of the answer (the source
+a test cell whose exercise imports the library's own implementation of the answer (the source
 notebook's metadata `specnb.write_yourself`) scores 0, with the line that does it. A submission
 that is not a notebook, whose kernel dies, or that runs over `--notebook-timeout` scores 0 with a
-message and the other submissions are graded; a cell that runs over `--timeout` is interrupted.
-It does not keep a database, collect files or write feedback: nbgrader does that for
+message and the other submissions are graded; a cell or a test that runs over `--timeout` is
+stopped. It does not keep a database, collect files or write feedback: nbgrader does that for
 instructors who want it, and `nbgrader-course` lays out an nbgrader course of these notebooks
-whose autograde judges as `grade` does: the guarded run and the library-use check
-(specnb/course/nbgrader_course.py, nbgrader_check.py).
+whose autograde judges as `grade` does (specnb/course/nbgrader_course.py, nbgrader_check.py).
 """
 
 import argparse
 import asyncio
 import atexit
 import copy
+import importlib
 import json
 import logging
 import os
@@ -225,16 +228,6 @@ def library_use_messages(submitted, source) -> dict:
     return messages
 
 
-def kernel_env(threads: int) -> dict:
-    """The kernel's environment: `threads` torch/OpenMP threads. A grading machine runs several
-    kernels on shared cores, where OpenMP threads that spin while waiting for a busy core slow
-    every kernel down far more than the extra threads gain; one thread each avoids that."""
-    env = dict(os.environ)
-    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        env[name] = str(threads)
-    return env
-
-
 _BUILDS: dict = {}  # source path -> the answer-free package built for it in this process
 _BUILDS_LOCK = threading.Lock()
 
@@ -264,12 +257,15 @@ def judge_settings(source) -> dict:
 
 
 def execute(notebook, source, source_path, timeout: int, notebook_timeout: float,
-            tests: dict, threads: int = 1, memory_bytes: int | None = None):
+            tests: dict, threads: int = 1, memory_bytes: int | None = None,
+            confined: bool = True):
     """Run `notebook` in place in a confined kernel (specnb.course.judge): its working folder an
     empty throw-away one, its specnb without the source's answers, its stderr discarded; the
     auto-graded test cells `tests` ({cell index: grade id}) are graded by the judge, outside it.
     Returns (notes on cells interrupted after `timeout` seconds, {cell index: (passed,
-    message)}). Raises TimeoutError past `notebook_timeout` seconds (the kernel is shut down)."""
+    message)}). Raises TimeoutError past `notebook_timeout` seconds (the kernel is shut down).
+    `confined=False` starts the kernel as it is (a machine without Landlock): it still lacks the
+    answers, but may read the rest of the disk, start processes and write anywhere."""
     from .judge.judge import MEMORY_BYTES, Judge, readable_paths, confined_env
 
     quiet = logging.getLogger("specnb.course.assignments.kernel")  # nbclient's timeout/death logs:
@@ -283,9 +279,10 @@ def execute(notebook, source, source_path, timeout: int, notebook_timeout: float
         judge = Judge(notebook, tests, call_timeout=timeout, **judge_settings(source), **options)
         env = confined_env(package, folder, threads)
         judge.km = judge.create_kernel_manager()
-        judge.km.confinement = {"read": readable_paths(package, folder),
-                                "write": [name, "/dev/null"],
-                                "memory_bytes": memory_bytes or MEMORY_BYTES}
+        if confined:
+            judge.km.confinement = {"read": readable_paths(package, folder),
+                                    "write": [name, "/dev/null"],
+                                    "memory_bytes": memory_bytes or MEMORY_BYTES}
         start = dict(stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL, cwd=name, env=env)
 
         async def run():
@@ -313,31 +310,6 @@ def test_cells(source, notebook) -> dict:
             if grading(c).get("grade") and not grading(c).get("solution")}
     return {index: grading(cell)["grade_id"] for index, cell in enumerate(notebook.cells)
             if cell.cell_type == "code" and grading(cell).get("grade_id") in auto}
-
-
-def guard_for(source, notebook, reference: bool = True) -> tuple[dict, dict]:
-    """The guard's configuration for a source and {cell index: (grade id, names)} of the
-    graded notebook's auto-graded test cells. `reference=False` leaves the reference
-    solution's functions out of what counts as a copy (to grade the source itself)."""
-    from .checks.solution_code import python_source
-    from .guarded_client import guard_config, handed_names
-
-    solutions = [python_source(c.source) for c in source.cells
-                 if c.cell_type == "code" and grading(c).get("solution")]
-    fixed = [python_source(c.source) for c in source.cells
-             if c.cell_type == "code" and not grading(c).get("solution")]
-    config = guard_config(list(write_yourself(source)), solutions if reference else [], fixed)
-    auto = {grading(c)["grade_id"] for c in source.cells
-            if grading(c).get("grade") and not grading(c).get("solution")}
-    tests = {index: (grading(cell)["grade_id"], handed_names(python_source(cell.source)))
-             for index, cell in enumerate(notebook.cells)
-             if cell.cell_type == "code" and grading(cell).get("grade_id") in auto}
-    return config, tests
-
-
-def violation_message(violations: list) -> str:
-    """What a test cell voided by the grading guard says (under `grade` and nbgrader alike)."""
-    return f"0 points: {violations[0]}; this exercise asks you to write it yourself"
 
 
 def read_submission(path: pathlib.Path):
@@ -369,15 +341,14 @@ def zero_rows(source, message: str) -> list:
 def grade_notebook(path: pathlib.Path, source_path: pathlib.Path, timeout: int = 600,
                    executed_path: pathlib.Path | None = None,
                    notebook_timeout: float = 1800, threads: int = 1,
-                   reference_copies: bool = True) -> list:
+                   confined: bool = True) -> list:
     """Execute one submission; return [(grade_id, points earned or None, points, message)].
 
-    A test cell earns its points when the kernel's reply to it says it ran without an error and
-    the grading guard saw no use of the library's own answer (`grading_guard`); what the cell's
-    outputs show does not count. Never raises for a bad submission: an unreadable file, a dead
-    kernel or a notebook over `notebook_timeout` seconds gives every test cell 0 with the reason
-    as its message. `reference_copies=False` accepts code identical to the reference solution
-    (to check the source notebook itself, which is that solution)."""
+    A test cell earns its points when its checks, run by the judge outside the student's kernel
+    on what the student's functions returned (`execute`, specnb.course.judge), raised nothing;
+    nothing the kernel says about itself counts. Never raises for a bad submission: an
+    unreadable file, a dead kernel or a notebook over `notebook_timeout` seconds gives every test
+    cell 0 with the reason as its message."""
     source = nbformat.read(source_path, as_version=4)
     try:
         submitted = read_submission(path)
@@ -387,7 +358,7 @@ def grade_notebook(path: pathlib.Path, source_path: pathlib.Path, timeout: int =
                 if grading(c).get("grade") and not grading(c).get("solution")}
         notes, verdicts = ([], {}) if auto <= set(voided) else execute(
             notebook, source, source_path, timeout, notebook_timeout,
-            test_cells(source, notebook), threads)
+            test_cells(source, notebook), threads, confined=confined)
     except Exception as error:  # noqa: BLE001 - one bad submission must not stop the rest
         reason = str(error) if isinstance(error, (ValueError, TimeoutError)) else \
             f"grading stopped: {type(error).__name__}: {first_line(str(error))}"
@@ -465,21 +436,31 @@ def course_points(source_dir: pathlib.Path) -> dict:
 
 def grade(paths, source_dir=SOURCE_DIR, timeout=600, executed_dir=None, stream=sys.stdout,
           notebook_timeout: float = 1800, jobs: int = 1, threads: int = 1,
-          reference_copies: bool = True) -> dict:
+          confined: bool = True) -> dict:
     """Grade each submission (`jobs` at a time, each kernel with `threads` threads), print its
     rows, then per student folder the total out of the course's points and the notebooks it
-    lacks; return {submission: rows}."""
+    lacks; return {submission: rows}. Refuses (RuntimeError) to grade unconfined unless told
+    (`confined=False`) on a machine that cannot confine a kernel (judge/confine.py)."""
+    from .judge.confine import available
+
+    why = available() if confined else None
+    if why:
+        raise RuntimeError(f"cannot confine the grading kernels: {why}. Grade on Linux 5.13 or "
+                           f"newer, or pass --unconfined (assignments/README.md says what that "
+                           f"gives up)")
     from concurrent.futures import ThreadPoolExecutor
 
     source_dir = pathlib.Path(source_dir)
     pairs = find_submissions(paths, source_dir)
+    for module in ("specnb.methods", "specnb.theory", "specnb.course.checks"):
+        importlib.import_module(module)  # before the judges' threads import them at once
 
     def one(pair):
         submission, source = pair
         executed = None if executed_dir is None else pathlib.Path(executed_dir) / (
             f"{submission.parent.name}-{submission.name}")
         return grade_notebook(submission, source, timeout, executed, notebook_timeout, threads,
-                              reference_copies)
+                              confined)
 
     results = {}
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
@@ -571,9 +552,12 @@ def main(argv=None) -> int:
     grade_parser.add_argument("--threads", type=int, default=1,
                               help="torch/OpenMP threads per kernel (default: %(default)s: "
                                    "kernels share the cores)")
+    grade_parser.add_argument("--unconfined", action="store_true",
+                              help="run kernels without Landlock/seccomp (a machine without "
+                                   "them): they still lack the answers, but can read the disk")
     course_parser = commands.add_parser(
         "nbgrader-course", help="lay out an nbgrader course: DIR/nbgrader_config.py (with "
-                                "grade's guarded run and library-use check) and "
+                                "grade's judge and library-use check) and "
                                 "DIR/source/<assignment>/")
     course_parser.add_argument("course_dir", metavar="DIR", type=pathlib.Path,
                                help="the course folder: new, or empty")
@@ -600,7 +584,8 @@ def main(argv=None) -> int:
               f"(assignments/README.md)")
     else:
         grade(args.submissions, args.source, args.timeout, args.executed,
-              notebook_timeout=args.notebook_timeout, jobs=args.jobs, threads=args.threads)
+              notebook_timeout=args.notebook_timeout, jobs=args.jobs, threads=args.threads,
+              confined=not args.unconfined)
     return 0
 
 

@@ -5,7 +5,7 @@ Writes DIR/nbgrader_config.py and DIR/source/<assignment>/<notebook>.ipynb, one 
 source notebook, named after it (01_acceptance_test/01_acceptance_test.ipynb). The notebooks need no
 file beside them (they import `specnb`, which finds its own data), so nbgrader has nothing else to
 copy. The config names the course and its folders, lists nbgrader's autograde steps with specnb's
-`GuardedExecute` in place of `Execute` and `LibraryUseCheck` added
+`JudgedExecute` in place of `Execute` and `LibraryUseCheck` added
 (specnb/course/nbgrader_check.py), gives cells `grade`'s time limit and one torch thread per kernel,
 and puts the bin folder of the Python that runs nbgrader first on PATH: nbgrader runs `alembic` from
 PATH when it creates gradebook.db, so `.venv/bin/nbgrader` works without activating the environment.
@@ -24,9 +24,9 @@ import nbformat
 
 COURSE_ID = "specnb"
 # The autograde steps, by name: nbgrader imports them (and specnb, torch) only when it
-# autogrades. GUARDED takes the place of nbgrader's Execute, CHECK goes before SaveAutoGrades.
+# autogrades. JUDGED takes the place of nbgrader's Execute, CHECK goes before SaveAutoGrades.
 CHECK = "specnb.course.nbgrader_check.LibraryUseCheck"
-GUARDED = "specnb.course.nbgrader_check.GuardedExecute"
+JUDGED = "specnb.course.nbgrader_check.JudgedExecute"
 CONFIG = '''\
 """nbgrader's configuration of the specnb course (written by `python -m specnb.course.assignments
 nbgrader-course`). nbgrader reads it from the folder it runs in: run nbgrader commands here."""
@@ -57,22 +57,20 @@ c.CourseDirectory.submitted_directory = "submitted"
 c.CourseDirectory.autograded_directory = "autograded"
 
 # nbgrader's autograde steps with specnb's two (specnb/course/nbgrader_check.py), so that a test
-# cell scores as under `python -m specnb.course.assignments grade`: GuardedExecute runs the
-# notebook as nbgrader's Execute does, but undoes the student's changes to IPython and the checks
-# before each test cell and voids one that calls the library's own answer, a copy of it or of
-# the reference solution; LibraryUseCheck, just before scores are saved, voids the cells of an
-# exercise answered by importing the library's implementation.
+# cell scores as under `python -m specnb.course.assignments grade`: JudgedExecute runs the
+# student's cells in a confined kernel without the assignment's answers and the test cells in
+# the grader's own process, on what the student's functions return, and writes their outputs;
+# LibraryUseCheck, just before scores are saved, voids the cells of an exercise answered by
+# importing the library's implementation.
 c.Autograde.autograde_preprocessors = [
 {steps}
 ]
-# A submission identical to the reference solution counts as a copy of it (0 points on the test
-# cells that call its functions), as under `grade`. To autograde the reference solution itself
-# (a check of the course, not of a student), run e.g.
-#   nbgrader autograde "*" --student reference --GuardedExecute.reference_copies=False
-c.GuardedExecute.reference_copies = True
-# Seconds a cell may run before it is interrupted: nbgrader's default (30) is short for exercise
+# Seconds a cell may run before it is stopped: nbgrader's default (30) is short for exercise
 # 5's runs of the embedded model on a CPU; `grade --timeout` defaults to the same 600.
-c.Execute.timeout = 600
+c.JudgedExecute.timeout = 600
+# Where the grading machine has no Landlock (Linux 5.13 or newer), set this to False: the judge
+# still runs the tests outside the kernel, but the kernel can read the disk and start processes.
+c.JudgedExecute.confined = True
 '''
 
 
@@ -97,7 +95,7 @@ def assignment_names(source_dir: pathlib.Path) -> dict:
 
 
 def autograde_steps() -> list:
-    """The dotted names of nbgrader's own `Autograde.autograde_preprocessors` with GUARDED in
+    """The dotted names of nbgrader's own `Autograde.autograde_preprocessors` with JUDGED in
     place of Execute and CHECK just before SaveAutoGrades (read from the installed nbgrader: its
     other steps stay as they are)."""
     from nbgrader.converters import Autograde
@@ -108,7 +106,7 @@ def autograde_steps() -> list:
         raise RuntimeError(f"this nbgrader's autograde has no Execute or SaveAutoGrades step "
                            f"({steps}); specnb's steps need nbgrader 0.9")
     names = [f"{step.__module__}.{step.__qualname__}" for step in steps]
-    names[steps.index(Execute)] = GUARDED
+    names[steps.index(Execute)] = JUDGED
     names.insert(steps.index(SaveAutoGrades), CHECK)
     return names
 

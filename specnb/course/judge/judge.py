@@ -31,6 +31,7 @@ import time
 
 from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
+from nbclient.exceptions import DeadKernelError
 from nbclient.util import ensure_async
 from nbformat import NotebookNode
 from traitlets import Dict
@@ -45,6 +46,10 @@ LOAD = ("(lambda m: (setattr(m, '__file__', {file!r}), __import__('builtins').ex
         "m.__dict__), __import__('sys').modules.__setitem__(m.__name__, m), 'loaded')[-1])("
         "__import__('types').ModuleType({name!r}))")
 DEFAULT_SETUP = "import torch\nfrom specnb.course import checks\n"
+# A call back from the kernel runs in the grader: small arguments only (a check's model scores a
+# few dozen tokens; a sampler draws tens of thousands), so that it cannot make the grader's own
+# process run for long or run out of memory.
+CALLBACK_BYTES, CALLBACK_MAX_INT, CALLBACK_MAX_ELEMENTS = 16_384, 1_000_000, 4096
 MEMORY_BYTES = 8 * 2 ** 30
 
 
@@ -70,6 +75,8 @@ class ConfinedKernelManager(AsyncKernelManager):
         import shutil
 
         command = super().format_kernel_cmd(extra_arguments)
+        if not self.confinement:  # `grade --unconfined`: the judge still judges outside it
+            return command
         command[0] = shutil.which(command[0]) or command[0]
         config = dict(self.confinement)
         config["read"] = list(config["read"]) + [self.connection_file]
@@ -108,6 +115,25 @@ def confined_env(package_dir: pathlib.Path, folder: pathlib.Path, threads: int) 
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         env[name] = str(threads)
     return env
+
+
+def _check_small(value, depth: int = 0) -> None:
+    """Refuse a call back whose numbers or tensors are larger than a check ever needs."""
+    import torch
+
+    if isinstance(value, bool) or value is None:
+        return
+    if isinstance(value, int) and abs(value) > CALLBACK_MAX_INT:
+        raise ValueError(f"{value} is larger than the grader allows ({CALLBACK_MAX_INT})")
+    if isinstance(value, torch.Tensor) and value.numel() > CALLBACK_MAX_ELEMENTS:
+        raise ValueError(f"a tensor of {value.numel()} elements is larger than the grader allows")
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (list, tuple, set)):
+        if len(value) > CALLBACK_MAX_ELEMENTS:
+            raise ValueError(f"{len(value)} items are more than the grader allows")
+        for item in value:
+            _check_small(item, depth + 1)
 
 
 class _Capture:
@@ -244,8 +270,24 @@ class Judge(NotebookClient):
                                  store_history=True):
         if cell_index not in self.tests:
             started = time.monotonic()
-            result = await super().async_execute_cell(cell, cell_index, execution_count,
-                                                      store_history)
+            # nbclient interrupts a cell at `timeout`; one that ignores the interrupt is killed.
+            task = asyncio.ensure_future(super().async_execute_cell(
+                cell, cell_index, execution_count, store_history))
+            done, _ = await asyncio.wait({task}, timeout=self.timeout + 15)
+            if not done:
+                task.cancel()
+                try:
+                    await task
+                except (asyncio.CancelledError, DeadKernelError):
+                    pass  # how nbclient reports being cancelled
+                await self._revive()
+                cell.outputs = [NotebookNode(
+                    output_type="error", ename="KeyboardInterrupt", evalue="", traceback=[
+                        f"KeyboardInterrupt: the cell ran over {self.timeout} s and ignored the "
+                        f"interrupt: the kernel was restarted and the cells before it run "
+                        f"again"])]
+                return cell
+            result = task.result()
             grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
             if grade_id:
                 self.cell_seconds[grade_id] = time.monotonic() - started
@@ -315,6 +357,9 @@ class Judge(NotebookClient):
                                                  name=name))
             if answer != "loaded":
                 raise RoomError(f"the judge could not load its errand-runner: {answer}")
+        if await self._ask(f"__import__({ROOM_NAME!r}).describe('[]')") != "{}":
+            raise RoomError("the kernel does not answer the grader as it should (did your code "
+                            "change Python's builtins or IPython?)")
         self.room_loaded = True
 
     async def _ask(self, expression: str, encoder=None) -> str:
@@ -368,8 +413,9 @@ class Judge(NotebookClient):
         if not prompt.startswith(MARK):
             return ""  # the student's own input(): an empty line
         try:
-            decoder = wire.Decoder()
+            decoder = wire.Decoder(max_bytes=CALLBACK_BYTES)
             request = decoder.decode(prompt[len(MARK):])
+            _check_small(request)
             target = self._handles[request["id"]]
             method = request["method"]
             if method is not None:
