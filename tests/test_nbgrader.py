@@ -29,7 +29,7 @@ import nbformat
 import pytest
 
 from specnb.course import assignments
-from test_judge import ATTEMPTS, FORGE
+from test_judge import ATTEMPTS
 
 SOURCE = pathlib.Path(__file__).resolve().parent.parent / "assignments" / "source"
 NAMES = sorted(p.stem for p in SOURCE.glob("*.ipynb"))
@@ -149,11 +149,10 @@ def ngram_lookup(tokens, n_max, n_min, k):
 # Gaming attempts (tests/test_judge.py has them all), here under nbgrader's autograde with
 # specnb's JudgedExecute: each student answers assignment 02's verify one way (or leaves it and
 # forges the verdict); its test cell must score 0 and show why.
+GAMED, TEST_ID = "02_batched_verify", "ex2-verify-tests"
 GAMING = {student: (solutions, added, targets.get(TEST_ID, "is not defined"))
           for student, name, solutions, added, targets in ATTEMPTS
           if student in ("forged-02", "from-a-thread", "tree-of-one-chain")}
-GAMED = "02_batched_verify"
-TEST_ID = "ex2-verify-tests"
 
 
 def nbgrader_env() -> dict:

@@ -37,6 +37,8 @@ EXTRA_OF_FILE = {"specnb/course/assignments.py": "instructor", "specnb/course/bo
                  # (IPython)
                  "specnb/course/judge/judge.py": "instructor",
                  "specnb/course/judge/room.py": "instructor",
+                 # a withheld answer's short message in the grading kernel (IPython, if there)
+                 "specnb/course/judge/withheld.py": "instructor",
                  # nbgrader: the course layout and the autograde step (`nbgrader-course`)
                  "specnb/course/nbgrader_course.py": "instructor",
                  "specnb/course/nbgrader_check.py": "instructor",

@@ -40,7 +40,6 @@ import copy
 import importlib
 import json
 import logging
-import os
 import pathlib
 import re
 import shutil
