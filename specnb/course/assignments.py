@@ -37,7 +37,6 @@ import argparse
 import asyncio
 import atexit
 import copy
-import importlib
 import json
 import logging
 import pathlib
@@ -272,8 +271,10 @@ def execute(notebook, source, source_path, timeout: int, notebook_timeout: float
     package = answer_free(source_path, source)
     with tempfile.TemporaryDirectory(prefix="specnb-grade-") as name:
         folder = pathlib.Path(name)
+        # The kernel is killed at the end, not asked to stop: its folder goes anyway, and a
+        # graceful stop costs about a second per notebook.
         options = dict(timeout=timeout, kernel_name="python3", allow_errors=True,
-                       interrupt_on_timeout=True, log=quiet,
+                       interrupt_on_timeout=True, log=quiet, shutdown_kernel="immediate",
                        resources={"metadata": {"path": name}})
         judge = Judge(notebook, tests, call_timeout=timeout, **judge_settings(source), **options)
         env = confined_env(package, folder, threads)
@@ -451,8 +452,6 @@ def grade(paths, source_dir=SOURCE_DIR, timeout=600, executed_dir=None, stream=s
 
     source_dir = pathlib.Path(source_dir)
     pairs = find_submissions(paths, source_dir)
-    for module in ("specnb.methods", "specnb.theory", "specnb.course.checks"):
-        importlib.import_module(module)  # before the judges' threads import them at once
 
     def one(pair):
         submission, source = pair

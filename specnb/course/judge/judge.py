@@ -51,6 +51,26 @@ CALLBACK_BYTES, CALLBACK_MAX_INT, CALLBACK_MAX_ELEMENTS = 16_384, 1_000_000, 409
 MEMORY_BYTES = 8 * 2 ** 30
 
 
+# The modules the checks use here (the decoding loops import transformers: a second or more).
+CHECK_MODULES = ("specnb.methods", "specnb.theory", "specnb.course.checks")
+_PRELOAD: dict = {}
+_PRELOAD_LOCK = threading.Lock()
+_SETUP_LOCK = threading.Lock()  # one judge's set-up at a time: imports are not thread-safe
+
+
+def preload() -> threading.Thread:
+    """Import CHECK_MODULES once per process, in a thread of its own, while the first kernel
+    starts and runs the student's cells; a judge waits for it before its first test."""
+    import importlib
+
+    with _PRELOAD_LOCK:
+        if "thread" not in _PRELOAD:
+            _PRELOAD["thread"] = threading.Thread(
+                target=lambda: [importlib.import_module(m) for m in CHECK_MODULES], daemon=True)
+            _PRELOAD["thread"].start()
+        return _PRELOAD["thread"]
+
+
 class RoomError(Exception):
     """The kernel did not answer a call as data: it ran over its time, died, or sent junk."""
 
@@ -178,8 +198,8 @@ class RemoteFunction:
         """(results, error or None): the calls in order, in one round trip, up to the first
         exception."""
         encoder = wire.Encoder()
-        request = encoder.encode({"name": self.__name__,
-                                  "calls": [[list(args), dict(kwargs or {})] for args in calls]})
+        request = encoder.encode({"name": self.__name__, "kwargs": dict(kwargs or {}),
+                                  **_columns(calls)})
         reply = self.judge.ask(f"__import__({ROOM_NAME!r}).call({request!r})", encoder)
         try:
             answer = wire.Decoder().decode(reply)
@@ -196,6 +216,20 @@ class RemoteFunction:
                 self.judge.withheld.append(error.get("message", ""))
             error = _remote_error(str(error.get("type")), str(error.get("message")))
         return results, error
+
+
+def _columns(calls) -> dict:
+    """The argument lists of a batch by position: a value that every call shares (the same
+    object: a check's `p`, its generator) is sent once, the others as one column each."""
+    calls = [list(args) for args in calls]
+    width = len(calls[0]) if calls else 0
+    if any(len(args) != width for args in calls):
+        return {"calls": calls}
+    shared = {str(i): calls[0][i] for i in range(width)
+              if all(args[i] is calls[0][i] for args in calls)}
+    return {"count": len(calls), "shared": shared,
+            "columns": {str(i): [args[i] for args in calls] for i in range(width)
+                        if str(i) not in shared}}
 
 
 class _KernelNames(dict):
@@ -256,8 +290,14 @@ class Judge(NotebookClient):
     async def async_execute(self, **kwargs):
         # The judge's set-up (loading a model for a timing test: seconds) runs on another core
         # while the kernel runs the student's cells.
-        self._setup_task = asyncio.ensure_future(asyncio.to_thread(
-            exec, compile(self.setup, "<judge setup>", "exec"), self.space))
+        loading = preload()
+        code = compile(self.setup, "<judge setup>", "exec")
+
+        def setup():
+            loading.join()
+            with _SETUP_LOCK:
+                exec(code, self.space)
+        self._setup_task = asyncio.ensure_future(asyncio.to_thread(setup))
         try:
             return await super().async_execute(**kwargs)
         finally:
@@ -366,45 +406,52 @@ class Judge(NotebookClient):
         msg_id = kc.execute("", silent=True, store_history=False, allow_stdin=True,
                             user_expressions={"r": expression})
         deadline = self._deadline or time.monotonic() + self.call_timeout
-        pause, checked = 0.0005, time.monotonic()
+        import zmq
+        import zmq.asyncio
+
+        poller = zmq.asyncio.Poller()  # wake on the first message of either channel
+        poller.register(kc.stdin_channel.socket, zmq.POLLIN)
+        poller.register(kc.shell_channel.socket, zmq.POLLIN)
         while True:
-            if await ensure_async(kc.stdin_channel.msg_ready()):
-                request = await ensure_async(kc.stdin_channel.get_msg(timeout=1))
-                if request["header"]["msg_type"] == "input_request":
-                    kc.input(self._callback(request["content"].get("prompt", "")))
-                pause = 0.0005
-                continue
-            if await ensure_async(kc.shell_channel.msg_ready()):
-                reply = await ensure_async(kc.shell_channel.get_msg(timeout=1))
-                if reply.get("parent_header", {}).get("msg_id") != msg_id:
-                    continue
-                result = reply["content"].get("user_expressions", {}).get("r", {})
-                if result.get("status") != "ok":
-                    raise RoomError(f"{result.get('ename', 'the kernel')}: "
-                                    f"{result.get('evalue', 'no reply')}")
-                text = result.get("data", {}).get("text/plain", "")
-                if len(text) > 4 * wire.MAX_BYTES:
-                    raise RoomError("the kernel's reply is too large")
-                import ast
-                try:
-                    value = ast.literal_eval(text)
-                except (ValueError, SyntaxError, MemoryError, RecursionError):
-                    raise RoomError("the kernel's reply is not a string") from None
-                if not isinstance(value, str):
-                    raise RoomError("the kernel's reply is not a string")
-                return value
             now = time.monotonic()
             if now > deadline:
                 await self._stop(msg_id)
                 raise RoomError(f"ran over {self.call_timeout:g} s and was stopped")
-            if now - checked > 1:
-                checked = now
-                if not await ensure_async(self.km.is_alive()):
-                    await self._revive()
-                    raise RoomError("the kernel died during the call (out of memory? exit?); "
-                                    "it was restarted for the next tests")
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, 0.01)
+            ready = dict(await poller.poll(timeout=int(1000 * min(1.0, deadline - now)) + 1))
+            if kc.stdin_channel.socket in ready:
+                request = await ensure_async(kc.stdin_channel.get_msg(timeout=1))
+                if request["header"]["msg_type"] == "input_request":
+                    kc.input(self._callback(request["content"].get("prompt", "")))
+                continue
+            if kc.shell_channel.socket in ready:
+                reply = await ensure_async(kc.shell_channel.get_msg(timeout=1))
+                if reply.get("parent_header", {}).get("msg_id") != msg_id:
+                    continue
+                return self._result(reply)
+            if not await ensure_async(self.km.is_alive()):  # a second without a message
+                await self._revive()
+                raise RoomError("the kernel died during the call (out of memory? exit?); "
+                                "it was restarted for the next tests")
+
+    @staticmethod
+    def _result(reply) -> str:
+        """The str a user_expression evaluated to, from the kernel's execute reply."""
+        import ast
+
+        result = reply["content"].get("user_expressions", {}).get("r", {})
+        if result.get("status") != "ok":
+            raise RoomError(f"{result.get('ename', 'the kernel')}: "
+                            f"{result.get('evalue', 'no reply')}")
+        text = result.get("data", {}).get("text/plain", "")
+        if len(text) > 4 * wire.MAX_BYTES:
+            raise RoomError("the kernel's reply is too large")
+        try:
+            value = ast.literal_eval(text)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            raise RoomError("the kernel's reply is not a string") from None
+        if not isinstance(value, str):
+            raise RoomError("the kernel's reply is not a string")
+        return value
 
     def _callback(self, prompt: str) -> str:
         """Answer a stand-in's call from the kernel: run the judge's object, return data."""

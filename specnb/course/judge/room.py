@@ -7,9 +7,9 @@ a silent execute request:
 
 - `describe(names)` -> JSON {name: "function" | "data" | "module" | "missing"};
 - `fetch(name)` -> the value of a name of the notebook, encoded (`wire.Encoder`);
-- `call(request)` -> runs the notebook's function `request["name"]` on each argument list of
-  `request["calls"]` in turn (a batch: one round trip for 20 000 calls), stopping at the first
-  exception, and returns {"results", "error", "generators"}.
+- `call(request)` -> runs the notebook's function `request["name"]` on each argument list of a
+  batch in turn (one round trip for 20 000 calls; `_calls`), stopping at the first exception,
+  and returns {"results", "error", "generators"}.
 
 A handle among the arguments (the check's `lm`, the suspects' samplers) becomes a stand-in here
 whose calls go back to the judge through the kernel's stdin channel (`input`), which the judge
@@ -46,6 +46,27 @@ def fetch(name: str) -> str:
     return wire.Encoder().encode(_space()[name])
 
 
+def _ask_judge(prompt: str) -> str:
+    """Send `prompt` to the judge as an input request on the kernel's stdin channel; its reply.
+    (`input` is the plain builtin again by the time user_expressions are evaluated, and the
+    kernel's own `raw_input` looks for the reply every 10 ms: a check's model is called back
+    hundreds of times.)"""
+    from IPython import get_ipython
+
+    kernel = get_ipython().kernel
+    try:
+        parent, ident = kernel.get_parent("shell"), kernel._parent_ident["shell"]
+        socket, session = kernel.stdin_socket, kernel.session
+    except (AttributeError, KeyError, TypeError):  # another ipykernel: its own way, slower
+        return kernel.raw_input(prompt)
+    session.send(socket, "input_request", {"prompt": prompt, "password": False}, parent,
+                 ident=ident)
+    while True:
+        _, reply = session.recv(socket, mode=0)  # blocks; an interrupt still stops it
+        if reply is not None:
+            return reply["content"]["value"]
+
+
 class _Remote:
     """A stand-in for one of the judge's objects: its calls run on the judge's side."""
 
@@ -56,11 +77,7 @@ class _Remote:
         encoder = wire.Encoder()
         request = encoder.encode({"id": self._key, "method": method, "args": list(args),
                                   "kwargs": kwargs})
-        # The kernel's own stdin request: `input` is the plain builtin again by the time
-        # user_expressions are evaluated.
-        from IPython import get_ipython
-
-        reply = wire.Decoder().decode(get_ipython().kernel.raw_input(MARK + request))
+        reply = wire.Decoder().decode(_ask_judge(MARK + request))
         if reply.get("error"):
             raise RuntimeError(reply["error"])
         encoder.update_generators({int(k): v for k, v in reply.get("generators", {}).items()})
@@ -77,12 +94,38 @@ class _Remote:
         raise AttributeError(name)
 
 
+def _calls(request):
+    """(args, kwargs) of each call of a batch: sent whole, or by column with the values every
+    call shares sent once (each call gets its own copy of a shared tensor or list, as it would
+    in one process; a generator or a stand-in stays one object)."""
+    import copy
+
+    kwargs = request.get("kwargs", {})
+    if "calls" in request:
+        for args in request["calls"]:
+            yield args, dict(kwargs)
+        return
+    shared, columns = request["shared"], request["columns"]
+    width = len(shared) + len(columns)
+    for index in range(int(request["count"])):
+        args = []
+        for position in map(str, range(width)):
+            if position in columns:
+                args.append(columns[position][index])
+                continue
+            value = shared[position]
+            args.append(value.clone() if hasattr(value, "clone") and
+                        not hasattr(value, "manual_seed") else
+                        copy.deepcopy(value) if isinstance(value, (list, dict, set)) else value)
+        yield args, dict(kwargs)
+
+
 def call(request_text: str) -> str:
     decoder = wire.Decoder(remote=_Remote)
     request = decoder.decode(request_text)
     function = _space()[request["name"]]
     results, error = [], None
-    for args, kwargs in request["calls"]:
+    for args, kwargs in _calls(request):
         try:
             results.append(function(*args, **kwargs))
         except BaseException as exception:  # noqa: BLE001 - reported to the judge as data
