@@ -20,7 +20,10 @@ import json
 import sys
 import types
 
-wire = sys.modules["_specnb_wire"]
+try:
+    wire = sys.modules["_specnb_wire"]  # in a kernel: loaded from its text just before
+except KeyError:  # imported as part of specnb (a tool listing its modules), not in a kernel
+    from . import wire
 MARK = wire.MARK
 
 
