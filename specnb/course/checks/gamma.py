@@ -332,9 +332,8 @@ def check_timing_table(rows, alpha_hat, c_hat, gammas=None, clock: Clock | None 
     in the learner's own kernel, every time in it is one that `timed` (specnb.core.timed)
     returned there. Every time is within a factor CLOCK_FACTOR of the check's own decode of that
     row, every checking cost within CHECKING_FACTOR of the check's own, and eq. (2) predicts the
-    row's clock within
-    CHECKED_FACTOR, or strays from it no further than the check's own clock does (a machine
-    busy with other work). A row that disagrees is compared again with fresh runs of the
+    row's clock within CHECKED_FACTOR, or strays from it no further than the check's own clock
+    does (a machine busy with other work). A row that disagrees is compared again with fresh runs of the
     check's clock, up to CLOCK_ATTEMPTS sets: a grader's burst of other work costs it a re-run,
     not the student's points."""
     from ...core.timed import MEASURED

@@ -18,11 +18,11 @@ class CheckFailed(AssertionError):
     """A student's function disagrees with the library; the message says where and why."""
 
 
-def short_tracebacks(shell=None, kinds=None) -> bool:
-    """In IPython, show a `CheckFailed` (or the exceptions in `kinds`) as its message alone, not
-    under a traceback that prints the check's own source; the cell still ends in an error, so
-    grading sees it fail. Called when `specnb.course.checks` is imported (and for a withheld
-    answer, specnb.course.judge.withheld); returns whether a shell was found."""
+def short_tracebacks(shell=None) -> bool:
+    """In IPython, show a `CheckFailed` as its message alone, not under a traceback that prints
+    the check's own source; the cell still ends in an error, so grading sees it fail. Called
+    when `specnb.course.checks` is imported; returns whether a shell was found. Exceptions shown
+    that way before (a grading kernel's `AnswerWithheld`) stay so."""
     if shell is None:
         try:
             from IPython import get_ipython
@@ -36,9 +36,8 @@ def short_tracebacks(shell=None, kinds=None) -> bool:
         structured = [f"{etype.__name__}: {value}"]
         shell._showtraceback(etype, value, structured)  # the error output the notebook shows
         return structured
-    kinds = tuple(kinds or (CheckFailed,))
-    shown = tuple(k for k in getattr(shell, "custom_exceptions", ()) if k not in kinds)
-    shell.set_custom_exc(shown + kinds, show_message)  # keep the ones registered before
+    shown = tuple(k for k in getattr(shell, "custom_exceptions", ()) if k is not CheckFailed)
+    shell.set_custom_exc(shown + (CheckFailed,), show_message)
     return True
 
 

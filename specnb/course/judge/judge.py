@@ -16,6 +16,7 @@ processes, a memory limit. A test that runs over its time is stopped (the kernel
 or restarted and the cells before replayed), and scores 0; the other tests are still graded.
 """
 
+import ast
 import asyncio
 import builtins
 import io
@@ -27,6 +28,8 @@ import sys
 import threading
 import time
 
+import zmq
+import zmq.asyncio
 from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 from nbclient.exceptions import DeadKernelError
@@ -411,9 +414,6 @@ class Judge(NotebookClient):
         msg_id = kc.execute("", silent=True, store_history=False, allow_stdin=True,
                             user_expressions={"r": expression})
         deadline = self._deadline or time.monotonic() + self.call_timeout
-        import zmq
-        import zmq.asyncio
-
         poller = zmq.asyncio.Poller()  # wake on the first message of either channel
         poller.register(kc.stdin_channel.socket, zmq.POLLIN)
         poller.register(kc.shell_channel.socket, zmq.POLLIN)
@@ -441,8 +441,6 @@ class Judge(NotebookClient):
     @staticmethod
     def _result(reply) -> str:
         """The str a user_expression evaluated to, from the kernel's execute reply."""
-        import ast
-
         result = reply["content"].get("user_expressions", {}).get("r", {})
         if result.get("status") != "ok":
             raise RoomError(f"{result.get('ename', 'the kernel')}: "
