@@ -7,6 +7,8 @@ PY := $(VENV)/bin/python
 # The CPU build of torch; on a GPU machine pass e.g. TORCH_SPEC=torch to get a CUDA build.
 TORCH_SPEC ?= torch==2.13.0
 READY := $(VENV)/.specnb-ready
+# The embedded model, fetched and dequantized once (`python -m specnb --prepare`).
+PREPARED := $(VENV)/.specnb-prepared
 # One stamp per extra of pyproject.toml: `test` (which includes the three others), `notebooks`
 # (JupyterLab, ipywidgets), `instructor` (nbformat, nbclient, nbgrader for the assignments),
 # `book` (Sphinx, MyST-NB for `make book`).
@@ -20,22 +22,27 @@ OLDEST := $(VENV)/transformers-$(OLDEST_TRANSFORMERS)
 .PHONY: run test test-fast test-portability lab book setup clean
 
 # Everything: the package with all its extras, the embedded model, and the oldest transformers
-# that `make test` also runs the cache and loop tests on.
-setup: $(READY) $(EXTRA)test $(OLDEST)
+# that `make test` also runs the cache and loop tests on. Once the package is in, the last three
+# are independent: `make -j3 setup` (as .ci/run does) fetches them side by side.
+setup: $(PREPARED) $(EXTRA)test $(OLDEST)
 
 $(READY): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
-	$(PY) -m pip install --quiet -c constraints.txt -e .
-	$(PY) -m specnb --prepare
+	$(PY) -m pip install --quiet "$(TORCH_SPEC)" -c constraints.txt -e .
 	touch $(READY)
+
+# Run from the repository root, `-m specnb` imports the source folder itself: an extras install
+# beside it (make -j), which re-installs the editable package, cannot pull it from under it.
+$(PREPARED): $(READY)
+	$(PY) -m specnb --prepare
+	touch $(PREPARED)
 
 $(EXTRA)%: $(READY)
 	$(PY) -m pip install --quiet -c constraints.txt -e ".[$*]"
 	touch $@ $(if $(filter test,$*),$(EXTRA)notebooks $(EXTRA)instructor $(EXTRA)book)
 
-run: $(READY)
+run: $(PREPARED)
 	$(PY) -m specnb
 
 # Tests run in parallel (pytest-xdist): one worker per core, each test file or notebook whole on
@@ -47,7 +54,7 @@ PARALLEL := OMP_NUM_THREADS=1 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 # Each worker runs one torch thread: `--calibrate` first settles this CPU's choices for one
 # thread while nothing else runs (the workers, busy side by side, never would: specnb/__main__.py).
-test: $(EXTRA)test $(OLDEST)
+test: $(PREPARED) $(EXTRA)test $(OLDEST)
 	OMP_NUM_THREADS=1 $(PY) -m specnb --calibrate
 	$(PARALLEL) --durations=15
 	PYTHONPATH=$(OLDEST) $(PARALLEL) -q -o addopts="" -p no:cacheprovider \

@@ -42,9 +42,9 @@ CHECKPOINT = "smollm2-135m-instruct"  # = the folder specnb.models.loading.embed
 SETTINGS = {  # per budget: full on the GPU, small for the CPU dry run
     "full": {"sync_batch": 8, "share_batches": [1, 8, 32], "share_repeats": 20,
              "latency_counts": [1, 2, 4, 8, 16, 32, 64, 128, 256, 512], "latency_repeats": 7,
-             "warmup": 3},
+             "warmup": 3, "loop_tokens": 32},
     "small": {"sync_batch": 2, "share_batches": [1, 2], "share_repeats": 2,
-              "latency_counts": [1, 2, 4], "latency_repeats": 1, "warmup": 1},
+              "latency_counts": [1, 2, 4], "latency_repeats": 1, "warmup": 1, "loop_tokens": 8},
 }
 GAMMA, PREFIX_LEN = 4, 200
 
@@ -330,7 +330,8 @@ def step_loop_syncs(device, settings) -> dict:
 
         loop.speculate = counted
         try:
-            specnb.speculative(target, drafter, ids, gamma=gamma, max_new_tokens=32,
+            specnb.speculative(target, drafter, ids, gamma=gamma,
+                               max_new_tokens=settings["loop_tokens"],
                                temperature=temperature, generator=torch.Generator(
                                    device=device).manual_seed(0))
         finally:

@@ -186,7 +186,8 @@ def test_each_make_target_installs_the_extras_it_needs():
     makefile = (ROOT / "Makefile").read_text()
     prerequisites = {m.group(1): m.group(2).split() for m in
                      re.finditer(r"^([a-z-]+):\s*(.*)$", makefile, re.MULTILINE)}
-    assert prerequisites["run"] == ["$(READY)"]
+    assert prerequisites["run"] == ["$(PREPARED)"]
+    assert "$(PREPARED)" in prerequisites["test"] and "$(PREPARED)" in prerequisites["setup"]
     assert "$(EXTRA)test" in prerequisites["test"]
     assert "$(EXTRA)test" in prerequisites["test-fast"]
     assert prerequisites["lab"] == ["$(EXTRA)notebooks"]
