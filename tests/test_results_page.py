@@ -65,3 +65,19 @@ def test_speedups_come_from_tokens_per_second_with_the_prompts_range():
     record = {"settings": {"max_new_tokens": 8, "temperature": 0.0, "repeats": 1}, "rows": rows}
     table = "\n".join(results.bench_section(record))
     assert "| ours feature head γ=1 | 1.67 | 1.50–2.00 |" in table  # 16 tokens in 3 s vs 5 s
+
+
+def test_recorded_speedups_read_each_matching_method_from_every_bench_record(copied):
+    found = results.recorded_speedups(["jacobi"], copied)
+    assert found and all(row["method"].startswith("jacobi") for row in found)
+    record = json.loads((copied / "bench-cpu.json").read_text())
+    (row,) = [r for r in found if r["record"] == "bench-cpu"]
+    (summary,) = [r for r in results.summary_rows(record) if r["method"] == "ours jacobi block=8"]
+    assert row["speedup"] == summary["speedup_vs_ours_ar"]
+    assert row["low"] <= row["speedup"] <= row["high"]
+    assert row["machine"] == results.machine_of(record)
+    (copied / "bench-cpu.json").unlink()  # the page's rows come from the files there, not a copy
+    assert "bench-cpu" not in {r["record"] for r in results.recorded_speedups(["jacobi"], copied)}
+    assert results.recorded_speedups(["no such method"], copied) == []
+    with pytest.raises(TypeError, match="a list of name fragments"):
+        results.recorded_speedups("jacobi", copied)

@@ -208,6 +208,32 @@ def page(results: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def recorded_speedups(methods, results: Path | None = None) -> list[dict]:
+    """Every benchmark record's row for each method whose name contains one of `methods`
+    (e.g. ["lookahead", "jacobi"]): what a notebook prints instead of timing those methods again.
+    Each row: the record's name and machine, the method, its speedup over our autoregressive loop
+    (all tokens over all seconds) with the range of the prompts' own speedups, the prompts and the
+    tokens per prompt."""
+    if isinstance(methods, str):
+        raise TypeError("methods: a list of name fragments, e.g. ['lookahead']")
+    results = results or DATA_DIR / "results"
+    found = []
+    for path in sorted(results.glob("*.json")):
+        record = json.loads(path.read_text())
+        if kind_of(record) != "bench":
+            continue
+        for row in summary_rows(record):
+            if row["method"].startswith("ours ") and any(m in row["method"] for m in methods):
+                found.append({"record": path.stem, "machine": machine_of(record),
+                              "method": row["method"].removeprefix("ours "),
+                              "speedup": row["speedup_vs_ours_ar"],
+                              "low": row["speedup_vs_ours_ar_low"],
+                              "high": row["speedup_vs_ours_ar_high"],
+                              "prompts": len({r["prompt_id"] for r in record["rows"]}),
+                              "max_new_tokens": record["settings"]["max_new_tokens"]})
+    return found
+
+
 def anchor(heading: str) -> str:
     """GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens."""
     kept = "".join(ch for ch in heading.lower() if ch.isalnum() or ch in " -_")
