@@ -24,15 +24,40 @@ from IPython.core.inputtransformer2 import TransformerManager
 WIDGET_CALLS = {"interact", "interact_manual", "interactive"}
 
 
+SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ListComp, ast.SetComp,
+          ast.DictComp, ast.GeneratorExp)
+
+
+def local_names(scope) -> set:
+    """The names a function, lambda or comprehension keeps to itself: its parameters, what its
+    body assigns (unless declared global), a comprehension's loop targets."""
+    if isinstance(scope, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+        return {node.id for generator in scope.generators for node in ast.walk(generator.target)
+                if isinstance(node, ast.Name)}
+    names = {arg.arg for arg in ast.walk(scope.args) if isinstance(arg, ast.arg)}
+    body = scope.body if isinstance(scope.body, list) else [scope.body]
+    declared = {name for statement in body for node in ast.walk(statement)
+                if isinstance(node, ast.Global) for name in node.names}
+    names |= {node.id for statement in body for node in ast.walk(statement)
+              if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load)}
+    return names - declared
+
+
 def names_of(source: str) -> tuple[set, set]:
     """(names the cell binds or changes, names it reads before binding them itself).
 
     `fig = plot(); display(fig)` binds fig and reads nothing of an earlier cell's; `x[0] = 1`
-    changes x, so it also reads the x an earlier cell made; a function's parameters and locals
-    are its own, the globals its body reads are read.
+    changes x, so it also reads the x an earlier cell made; a function's parameters and locals,
+    a lambda's and a comprehension's loop variables are their own (`[r for r in rows]` reads
+    rows, not r), the globals their bodies read are read.
     """
     tree = ast.parse(TransformerManager().transform_cell(source))
-    first_bind, first_read, changed = {}, {}, set()
+    first_bind, first_read, changed, own = {}, {}, set(), set()
+    for scope in ast.walk(tree):  # Name nodes that belong to an inner scope, by identity
+        if isinstance(scope, SCOPES):
+            keep = local_names(scope)
+            own |= {id(node) for node in ast.walk(scope)
+                    if isinstance(node, ast.Name) and node.id in keep}
 
     def note(table, name, node):
         position = (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
@@ -40,11 +65,10 @@ def names_of(source: str) -> tuple[set, set]:
 
     for node in ast.walk(tree):
         if isinstance(node, ast.Name):
-            note(first_read if isinstance(node.ctx, ast.Load) else first_bind, node.id, node)
+            if id(node) not in own:
+                note(first_read if isinstance(node.ctx, ast.Load) else first_bind, node.id, node)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             note(first_bind, node.name, node)
-        elif isinstance(node, ast.arg):
-            note(first_bind, node.arg, node)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             for alias in node.names:
                 note(first_bind, (alias.asname or alias.name).split(".")[0], node)
@@ -52,7 +76,7 @@ def names_of(source: str) -> tuple[set, set]:
             base = node.value
             while isinstance(base, (ast.Attribute, ast.Subscript)):
                 base = base.value
-            if isinstance(base, ast.Name):
+            if isinstance(base, ast.Name) and id(base) not in own:
                 changed.add(base.id)
     reads = {name for name, position in first_read.items()
              if name not in first_bind or position < first_bind[name]}

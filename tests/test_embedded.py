@@ -7,7 +7,7 @@ import specnb.models.loading
 import specnb.models.pairs
 from specnb.models.loading import cache_dir, chat_ids, early_exit_draft, load_model
 
-MAX_NEW = 48
+MAX_NEW = 32
 
 
 @pytest.fixture(scope="module")
