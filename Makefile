@@ -54,13 +54,11 @@ PARALLEL := OMP_NUM_THREADS=1 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 # Each worker runs one torch thread: `--calibrate` first settles this CPU's choices for one
 # thread while nothing else runs (the workers, busy side by side, never would: specnb/__main__.py).
+# The cache and loop tests also run on the oldest transformers, as one test of the same run
+# (tests/test_oldest_transformers.py).
 test: $(PREPARED) $(EXTRA)test $(OLDEST)
 	OMP_NUM_THREADS=1 $(PY) -m specnb --calibrate
-	$(PARALLEL) --durations=15
-	PYTHONPATH=$(OLDEST) $(PARALLEL) -q -o addopts="" -p no:cacheprovider \
-		tests/test_kv.py tests/test_methods_greedy.py tests/test_batch_kv.py \
-		tests/test_feature_head.py tests/test_dynamic_tree.py tests/test_attention.py \
-		tests/test_head_data.py
+	SPECNB_OLDEST_TRANSFORMERS=$(OLDEST) $(PARALLEL) --durations=15
 
 # The quick tier: tiny in-memory models only. nbval is switched off (so no notebook is even
 # collected) and with it the nbval options of pyproject's addopts.
