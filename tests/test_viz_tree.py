@@ -5,7 +5,8 @@ import torch
 from matplotlib.patches import FancyBboxPatch
 
 import specnb
-from specnb.viz.tree import iteration_tree, plot_tree, plot_tree_mask, tree_layout
+from specnb.viz.tree import (iteration_tree, plot_predicted_speedups, plot_tree, plot_tree_mask,
+                              tree_layout)
 from tree_drafters import TopKTree
 
 
@@ -57,3 +58,24 @@ def test_iteration_tree_reads_a_traced_tree(target, drafts, prompts):
                                trace=True)
     with pytest.raises(ValueError, match="token tree"):
         iteration_tree(next(it for it in chain.trace if it.drafted), str)
+
+
+def test_predicted_speedups_draw_a_bar_per_shape_and_curve_and_outline_each_best():
+    predictions = {"this machine": {"(1,)": 0.9, "(2,)": 1.2, "(4, 2)": 1.1},
+                   "free checking": {"(1,)": 1.3, "(2,)": 1.4, "(4, 2)": 1.7}}
+    ax = plot_predicted_speedups(predictions, title="t").axes[0]
+    bars = ax.patches
+    assert [round(b.get_width(), 2) for b in bars] == [0.9, 1.2, 1.1, 1.3, 1.4, 1.7]
+    outlined = [round(b.get_width(), 2) for b in bars if b.get_linewidth() == 2]
+    assert outlined == [1.2, 1.7]  # (2,) on this machine, (4, 2) with free checking
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["(1,)", "(2,)", "(4, 2)"]
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({}, "at least one"),
+    ({"a": {"(1,)": 1.0}, "b": {"(2,)": 1.0}}, "names shapes"),
+    ({"a": {"(1,)": float("nan")}}, "finite"),
+])
+def test_predicted_speedups_refuse_bad_input(bad, message):
+    with pytest.raises(ValueError, match=message):
+        plot_predicted_speedups(bad)

@@ -131,3 +131,47 @@ def iteration_tree(iteration, decode) -> dict:
             "parents": [d.parent for d in drafted],
             "statuses": [d.status for d in drafted],
             "emitted": (decode(last.token), last.kind)}
+
+
+def plot_predicted_speedups(predictions: dict, *, title=None):
+    """Horizontal bars, one group per tree shape: the speedup each curve predicts for it.
+
+    `predictions`: {curve label: {shape label: predicted speedup}}, e.g. {"this machine's
+    curve": {"(1,)": 0.87, "(4, 2)": 1.02}, "free checking": {...}}; every curve names the same
+    shapes, drawn top to bottom in the first curve's order. A line at 1 marks the speed of
+    autoregressive decoding; each curve's best shape is outlined. Example: two curves and five
+    shapes -> five groups of two bars."""
+    from matplotlib.figure import Figure
+
+    if not predictions or not all(predictions.values()):
+        raise ValueError("predictions: {curve: {shape: speedup}}, with at least one of each")
+    curves = list(predictions)
+    shapes = list(predictions[curves[0]])
+    for curve in curves[1:]:
+        if set(predictions[curve]) != set(shapes):
+            raise ValueError(f"curve {curve!r} names shapes {sorted(predictions[curve])}, "
+                             f"the first names {sorted(shapes)}")
+    values = np.array([[float(predictions[c][s]) for c in curves] for s in shapes])
+    if not np.isfinite(values).all():
+        raise ValueError("predictions must be finite numbers")
+    fig = Figure(figsize=(7, 0.45 * len(shapes) * len(curves) + 1.4))
+    ax = fig.subplots()
+    height = 0.8 / len(curves)
+    for k, curve in enumerate(curves):
+        best = int(values[:, k].argmax())
+        y = np.arange(len(shapes)) + (k - (len(curves) - 1) / 2) * height
+        bars = ax.barh(y, values[:, k], height=height, label=curve, color=f"C{k}", alpha=0.8)
+        bars[best].set_edgecolor("black")
+        bars[best].set_linewidth(2)
+        for yy, value in zip(y, values[:, k]):
+            ax.text(value, yy, f" {value:.2f}×", va="center", fontsize=8)
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.set_yticks(range(len(shapes)), shapes)
+    ax.invert_yaxis()
+    ax.set_xlim(0, values.max() * 1.15)
+    ax.set_xlabel("predicted speedup over autoregressive decoding (×); outlined: each curve's best")
+    ax.legend(loc="lower right", fontsize=8)
+    if title:
+        ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    return fig
