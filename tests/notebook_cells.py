@@ -21,7 +21,7 @@ from pathlib import Path
 
 from IPython.core.inputtransformer2 import TransformerManager
 
-WIDGET_CALLS = {"interact", "interact_manual", "interactive"}
+WIDGET_CALLS = {"interact", "interact_manual", "interactive", "Panel"}  # specnb.viz.panel
 
 
 SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ListComp, ast.SetComp,
@@ -84,7 +84,8 @@ def names_of(source: str) -> tuple[set, set]:
 
 
 def is_widget_cell(source: str) -> bool:
-    """Whether the cell calls interact / interact_manual / interactive (by name or attribute)."""
+    """Whether the cell calls interact / interact_manual / interactive / Panel (by name or
+    attribute)."""
     tree = ast.parse(TransformerManager().transform_cell(source))
     return any(isinstance(node, ast.Call) and WIDGET_CALLS & {
         getattr(node.func, "id", None), getattr(node.func, "attr", None)} for node in ast.walk(tree))

@@ -3,8 +3,9 @@ opened in headless Chromium (marker `browser`; tests/chromium.py says what it ne
 
 In the browser, every page must load with no console error, show at least as many images as
 its notebook has image outputs, have its math typeset by the bundled MathJax (no `$…$` left in
-the text), show the one-line note where a widget would be, and every internal link must resolve
-to a page and, where it names one, an anchor on it.
+the text), show a widget's frames (specnb.viz.panel) or else the one-line note where a widget
+would be, and every internal link must resolve to a page and, where it names one, an anchor on
+it. Every slider of every frame panel must step to another frame.
 """
 
 import json
@@ -38,6 +39,16 @@ def test_widget_outputs_become_a_note_that_names_make_lab():
     assert book.WIDGET_VIEW not in first.data and "make lab" in first.data["text/html"]
     assert second.text == "kept\n" and "widgets" not in static.metadata
     assert book.WIDGET_VIEW in notebook.cells[0].outputs[0].data  # the original is untouched
+
+
+def test_a_panels_frames_stay_and_its_live_widget_goes():
+    frames = '<div class="specnb-frames" data-sliders="[]">…</div><script></script>'
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("display(panel)")])
+    notebook.cells[0].outputs = [nbformat.v4.new_output(
+        "display_data", data={book.WIDGET_VIEW: {"model_id": "x"}, "text/html": frames,
+                              "text/plain": "[sliders]"})]
+    (output,) = book.static_notebook(notebook, {}).cells[0].outputs
+    assert output.data == {"text/html": frames, "text/plain": "[sliders]"}
 
 
 def test_notebook_mentions_become_links_except_in_code_and_links():
@@ -79,6 +90,12 @@ def image_outputs(path: Path) -> int:
                if {"image/png", "image/svg+xml", "image/jpeg"} & set(output.get("data", {})))
 
 
+def frame_panels(path: Path) -> int:
+    cells = json.loads(path.read_text())["cells"]
+    return sum(1 for cell in cells for output in cell.get("outputs", [])
+               if book.FRAMES in "".join(output.get("data", {}).get("text/html", "")))
+
+
 def widget_outputs(path: Path) -> int:
     cells = json.loads(path.read_text())["cells"]
     return sum(1 for cell in cells for output in cell.get("outputs", [])
@@ -103,7 +120,7 @@ PAGE_FACTS = """() => {
     images: main.querySelectorAll('img, svg:not(mjx-container svg)').length,
     mathSource: main.querySelectorAll('.math').length,
     typeset: main.querySelectorAll('mjx-container').length,
-    notes: main.querySelectorAll('.specnb-widget-note').length,
+    notes: main.querySelectorAll('.specnb-widget-note, .specnb-frames[data-ready]').length,
     links: Array.from(document.querySelectorAll('a[href]'), a => a.getAttribute('href')),
     ids: Array.from(document.querySelectorAll('[id]'), e => e.id),
     text: text.innerText,
@@ -145,7 +162,7 @@ def test_every_page_loads_typeset_with_its_figures_and_links(site, browser):  # 
             problems.append(f"{notebook.stem}: {seen['images']} images on the page, "
                             f"{image_outputs(notebook)} in the notebook")
         if seen["notes"] != widget_outputs(notebook):
-            problems.append(f"{notebook.stem}: {seen['notes']} widget notes, "
+            problems.append(f"{notebook.stem}: {seen['notes']} widget notes or frame panels, "
                             f"{widget_outputs(notebook)} widgets in the notebook")
     assert sum(f["typeset"] for f in facts.values()) > 500  # the course is full of math
     assert sum(f["notes"] for f in facts.values()) >= 3  # notebooks 03, 05, 09 have sliders
@@ -165,4 +182,48 @@ def test_every_page_loads_typeset_with_its_figures_and_links(site, browser):  # 
             elif url.fragment and target in ids and url.fragment not in ids[target]:
                 problems.append(f"{path.name}: link {href!r}: no #{url.fragment} on that page")
     assert checked > 100
+    assert not problems, "\n".join(problems)
+
+
+VISIBLE_FRAME = """panel => {
+  const frame = panel.querySelectorAll('.specnb-frame');
+  return frame.length === 1 ? frame[0].innerHTML : `${frame.length} frames visible`;
+}"""
+
+
+def test_every_slider_in_the_book_steps_through_its_frames(site, browser):  # noqa: F811
+    """Each panel's sliders (specnb.viz.panel) on each page: one frame shows at a time, and
+    moving any slider shows another (its figure or its text changes)."""
+    moved, problems = 0, []
+    for notebook in NOTEBOOKS:
+        expected = frame_panels(notebook)
+        if not expected:
+            continue
+        page = browser.new_page()
+        errors = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto((site / "notebooks" / f"{notebook.stem}.html").as_uri(), wait_until="load")
+        panels = page.locator(".specnb-frames[data-ready]")
+        if panels.count() != expected:
+            problems.append(f"{notebook.stem}: {panels.count()} working panels, {expected} in "
+                            f"the notebook")
+        for index in range(panels.count()):
+            panel = panels.nth(index)
+            sliders = panel.locator("input[type=range]")
+            if sliders.count() == 0:
+                problems.append(f"{notebook.stem}: panel {index} has no sliders")
+            for number in range(sliders.count()):
+                slider = sliders.nth(number)
+                before = panel.evaluate(VISIBLE_FRAME)
+                at_end = slider.input_value() == slider.get_attribute("max")
+                slider.focus()
+                page.keyboard.press("ArrowLeft" if at_end else "ArrowRight")
+                after = panel.evaluate(VISIBLE_FRAME)
+                if "frames visible" in after or after == before:
+                    problems.append(f"{notebook.stem}: panel {index}, slider {number}: the "
+                                    f"frame did not change ({after[:40]})")
+                moved += 1
+        problems += [f"{notebook.stem}: {error}" for error in errors]
+        page.close()
+    assert moved >= 8  # notebooks 03, 05 and 09: eight sliders in four panels
     assert not problems, "\n".join(problems)

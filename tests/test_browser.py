@@ -1,16 +1,17 @@
 """The widget notebooks in a real JupyterLab, in a real (headless) browser.
 
-nbval executes the notebooks' code but never renders a widget. This module starts JupyterLab on
-a free loopback port with throwaway settings (autosave off, so the tracked notebooks are never
-rewritten), opens every notebook that uses ipywidgets in Chromium through Playwright and, per
-notebook: runs the code cells its widgets need (the first cell and every cell that defines a
-name they read: tests/notebook_cells.py; nbval has run every cell already, so the races and
-benchmarks the widgets do not read are not run twice); waits until no prompt shows `[*]` and
-the kernel is idle; checks
-that no cell shows an error, no widget shows "Error displaying widget" and the browser logged
-no console error; then moves each slider with the arrow keys, clicks each `interact_manual`
-button and checks that the widget's output (its text and its image) changed. Screenshots of
-the key states go to `.ci/artifacts/browser/` (ignored by git; CI keeps it).
+nbval executes the notebooks' code but never renders a widget. This module starts JupyterLab on a
+free loopback port with throwaway settings (autosave off, so the tracked notebooks are never
+rewritten), opens every notebook that uses ipywidgets (or specnb.viz.panel) in Chromium through
+Playwright and, per notebook: checks that before anything runs each widget's saved output reads as
+a note (the panels' frames show without their sliders: a notebook's HTML is sanitized until it
+runs); runs the code cells its widgets need (the first cell and every cell that defines a name
+they read: tests/notebook_cells.py; nbval has run every cell already, so the races and benchmarks
+the widgets do not read are not run twice); waits until no prompt shows `[*]` and the kernel is
+idle; checks that no cell shows an error, no widget shows "Error displaying widget" and the
+browser logged no console error; then moves each slider with the arrow keys, clicks each
+`interact_manual` button and checks that the widget's output (its text and its image) changed.
+Screenshots of the key states go to `.ci/artifacts/browser/` (ignored by git; CI keeps it).
 
 It needs Chromium and the Python package playwright (`.ci/run` installs both when missing):
 
@@ -51,12 +52,14 @@ pytestmark = [pytest.mark.browser, pytest.mark.embedded]
 
 
 def widget_notebooks() -> list[str]:
-    """Notebooks whose code imports ipywidgets (they are the ones a browser has to render)."""
+    """Notebooks whose code imports ipywidgets or specnb.viz.panel (its live face is an
+    ipywidgets `interactive`): the ones a browser has to render."""
     names = []
     for path in sorted(NOTEBOOKS.glob("*.ipynb")):
         cells = json.loads(path.read_text())["cells"]
         code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
-        if re.search(r"^\s*(import ipywidgets|from ipywidgets import)", code, re.MULTILINE):
+        if re.search(r"^\s*(import ipywidgets|from ipywidgets import|from specnb\.viz\.panel "
+                     r"import)", code, re.MULTILINE):
             names.append(path.name)
     return names
 
@@ -306,6 +309,10 @@ def test_widgets_render_and_respond(notebook, browser, lab, tracked_notebooks):
                 handle.focus()
                 for _ in range(3):
                     handle.press("ArrowRight")
+                page.wait_for_timeout(300)
+                if readout.inner_text() == value_before:  # at its maximum: the other way
+                    for _ in range(3):
+                        handle.press("ArrowLeft")
                 wait_until(lambda: readout.inner_text() != value_before, UI_S,
                            f"slider {label!r} to move")
                 if buttons.count():

@@ -43,7 +43,9 @@ EXTRA_OF_FILE = {"specnb/course/assignments.py": "instructor", "specnb/course/bo
                  "specnb/course/nbgrader_course.py": "instructor",
                  "specnb/course/nbgrader_check.py": "instructor",
                  # `make notebooks`: executes the course's notebooks (nbformat, nbclient)
-                 "specnb/course/execute.py": "instructor"}
+                 "specnb/course/execute.py": "instructor",
+                 # slider panels: the live widget (ipywidgets, IPython), small frames (Pillow)
+                 "specnb/viz/panel.py": "notebooks"}
 
 
 def requirement_key(requirement: Requirement):

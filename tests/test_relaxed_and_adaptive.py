@@ -13,7 +13,7 @@ import torch
 
 import specnb
 from specnb.core import verify
-from specnb.core.typical import typical_threshold, typical_verify
+from specnb.core.typical import typical_law, typical_threshold, typical_verify
 from specnb.methods.schedules import CostAwareGamma, FixedGamma, HeuristicGamma, as_schedule
 from specnb.stats import chi2_pvalue
 from test_batched import eos_hit_at_different_iterations, hf_batched_greedy, ragged_prompts
@@ -51,12 +51,16 @@ def test_typical_acceptance_is_greedy_exact_alone_and_batched(pair, batch8, gamm
     assert {"accepted", "rejected"} <= statuses  # both branches of the rule ran
 
 
-def typical_law(p, q, **parameters):
-    """The enumerated law of the first token emitted by typical acceptance at γ = 1."""
-    passes = p > typical_threshold(p, **parameters)
-    law = torch.where(passes, q, torch.zeros_like(q))
-    law[p.argmax()] += q[~passes].sum()
-    return law
+def test_typical_law_by_hand_and_on_bad_input():
+    p, q = torch.tensor([0.6, 0.3, 0.1]), torch.tensor([0.2, 0.2, 0.6])
+    assert torch.allclose(typical_law(p, q), q)  # every token clears the bar 0.09
+    # A bar of 0.2 (posterior_threshold 0.2, alpha 1): p(x3) = 0.1 fails, its q goes to argmax p.
+    law = typical_law(p, q, posterior_threshold=0.2, posterior_alpha=1.0)
+    assert torch.allclose(law, torch.tensor([0.8, 0.2, 0.0]))
+    with pytest.raises(ValueError, match="one \\[V\\] law each"):
+        typical_law(p.view(1, 3), q.view(1, 3))
+    with pytest.raises(ValueError, match="posterior_threshold"):
+        typical_law(p, q, posterior_threshold=0)
 
 
 # p and q where the rule must differ from p: every token clears the bar (H(p) = 1.03, bar

@@ -69,3 +69,37 @@ def test_plot_draws_bars_and_the_curve():
     assert [t.get_text() for t in bars.get_xticklabels()] == ["'t0'", "'t1'", "'t2'", "other"]
     assert line.get_xlabel().startswith("temperature") and len(line.lines) == 2
     plt.close(fig)
+
+
+def test_typical_view_at_temperature_zero_is_greedy_and_costs_nothing():
+    view = residual.typical_view(TARGET, DRAFT, 0.0, 0.09, 0.3, top_k=2)
+    assert np.allclose(view["typical"], view["target"]) and view["tv"] == 0.0
+    assert view["cleared"] == 1 and view["bar"] == pytest.approx(0.09)
+
+
+def test_typical_view_moves_with_the_threshold():
+    # T = 1, p = (0.64, 0.24, 0.09, 0.03, 0.004): a bar of 0.01 lets four tokens through, 0.3 one.
+    loose = residual.typical_view(TARGET, DRAFT, 1.0, 0.01, 0.3, top_k=2)
+    strict = residual.typical_view(TARGET, DRAFT, 1.0, 0.3, 1.0, top_k=2)
+    p, q = torch.softmax(TARGET.double(), 0), torch.softmax(DRAFT.double(), 0)
+    assert loose["cleared"] == 4 and strict["cleared"] == 1
+    assert np.allclose(strict["typical"], [1.0, 0.0, 0.0])  # only the argmax can come out
+    assert strict["tv"] == pytest.approx(1 - float(p[0]))
+    law = torch.where(p > 0.01, q, torch.zeros_like(q))
+    law[0] += q[p <= 0.01].sum()
+    assert loose["tv"] == pytest.approx(0.5 * float((law - p).abs().sum()))
+
+
+def test_plot_typical_law_says_what_it_draws():
+    text, fig = residual.plot_typical_law(TARGET, DRAFT, 1.0, 0.3, 1.0, top_k=2)
+    assert "1 token(s) clear it" in text and "TV(typical law, p)" in fig.axes[0].get_title()
+    assert len(fig.axes[0].patches) == 3 * 3  # three laws over two tokens and "other"
+    plt.close(fig)
+
+
+def test_typical_text_shows_both_sides_of_the_min():
+    p = torch.softmax(TARGET.double(), 0)
+    scaled = 0.3 * math.exp(float((p * p.log()).sum()))
+    text, fig = residual.plot_typical_law(TARGET, DRAFT, 1.0, 0.09, 0.3, top_k=2)
+    assert f"min(0.09, {scaled:.3f}) = {min(0.09, scaled):.3f}" in text
+    plt.close(fig)

@@ -79,3 +79,25 @@ def test_predicted_speedups_draw_a_bar_per_shape_and_curve_and_outline_each_best
 def test_predicted_speedups_refuse_bad_input(bad, message):
     with pytest.raises(ValueError, match=message):
         plot_predicted_speedups(bad)
+
+
+ACCEPTANCE = [[0.34, 0.46, 0.53, 0.58], [0.34, 0.43]]
+FLAT = {"token_counts": [1, 9], "median_ms": [1.0, 1.0]}
+
+
+def test_plot_tree_shape_prints_the_quotient_and_draws_each_node():
+    from specnb import theory
+    from specnb.viz.tree import plot_tree_shape
+
+    text, fig = plot_tree_shape((4, 2), ACCEPTANCE, 0.1, FLAT)
+    speedup = theory.predicted_tree_speedup(ACCEPTANCE, (4, 2), 0.1, FLAT)
+    assert f"predicted speedup {speedup:.2f}×" in text and "E[accepted] = 0.726" in text
+    left, right = fig.axes
+    assert len(left.collections) == 1 + 6  # the pending token and six nodes
+    labels = [t.get_text() for t in left.texts]
+    assert "rank 2: 0.12" in labels and "rank 4: 0.05" in labels  # 0.46 − 0.34, 0.58 − 0.53
+    assert [b.get_width() for b in right.patches] == pytest.approx([1.7262, 1.2, speedup])
+    # A width of 0 ends the tree.
+    assert plot_tree_shape((4, 0), ACCEPTANCE, 0.1, FLAT)[0].startswith("shape (4,):")
+    with pytest.raises(ValueError, match="tree shape"):
+        plot_tree_shape((0, 2), ACCEPTANCE, 0.1, FLAT)

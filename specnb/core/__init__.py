@@ -21,7 +21,7 @@ __getattr__, __dir__ = lazy_attributes(__name__, globals(), {
     "crop_cache": ".timed",
     **dict.fromkeys(["NgramDraft", "ngram_lookup"], ".ngram"),
     **dict.fromkeys(["check_temperature", "draw", "logits_to_probs", "sample"], ".sampler"),
-    **dict.fromkeys(["typical_threshold", "typical_verify"], ".typical"),
+    **dict.fromkeys(["typical_law", "typical_threshold", "typical_verify"], ".typical"),
 })
 
 __all__ = [
@@ -29,5 +29,5 @@ __all__ = [
     "acceptance_overlap",
     "check_temperature", "common_prefix_len", "count_converged", "crop_cache", "draw",
     "jacobi_step", "logits_to_probs", "ngram_lookup", "residual_distribution", "sample",
-    "typical_threshold", "typical_verify", "verify",
+    "typical_law", "typical_threshold", "typical_verify", "verify",
 ]

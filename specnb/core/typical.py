@@ -63,6 +63,27 @@ def typical_verify(target_probs, draft_probs, draft_token_ids, bonus_token_ids, 
                    coin_accepts=passes, p_of_draft=p_of_draft, q_of_draft=q_of_draft)
 
 
+def typical_law(target_probs: torch.Tensor, draft_probs: torch.Tensor,
+                posterior_threshold: float = POSTERIOR_THRESHOLD,
+                posterior_alpha: float = POSTERIOR_ALPHA) -> torch.Tensor:
+    """The law of the first token typical acceptance emits with one draft (γ = 1), `[V]`:
+
+        P(y) = q(y) [p(y) > bar] + (Σ_{x: p(x) <= bar} q(x)) [y = argmax p]
+
+    a drafted x that clears the bar is kept (with the draft's probability), any other draft
+    gives way to the target's argmax. Example: p = (0.6, 0.3, 0.1), q = (0.2, 0.2, 0.6), bar
+    0.09 -> (0.2, 0.2, 0.6): every token clears it; with bar 0.2 (p(x3) fails) -> (0.8, 0.2, 0).
+    """
+    check_typical_parameters(posterior_threshold, posterior_alpha)
+    if target_probs.dim() != 1 or target_probs.shape != draft_probs.shape:
+        raise ValueError(f"target_probs and draft_probs: one [V] law each, got "
+                         f"{tuple(target_probs.shape)} and {tuple(draft_probs.shape)}")
+    passes = target_probs > typical_threshold(target_probs, posterior_threshold, posterior_alpha)
+    law = torch.where(passes, draft_probs, torch.zeros_like(draft_probs))
+    law[target_probs.argmax()] += draft_probs[~passes].sum()
+    return law
+
+
 def check_typical_parameters(posterior_threshold, posterior_alpha) -> None:
     for name, value in (("posterior_threshold", posterior_threshold),
                         ("posterior_alpha", posterior_alpha)):

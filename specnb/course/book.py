@@ -10,8 +10,10 @@ rewritten) and runs Sphinx there with `book/conf.py`:
   taken from README.md's "The notebooks", each name linked to its page;
 - `instructors.md`: `assignments/README.md` (releasing and grading the assignments);
 - `notebooks/*.ipynb`: each notebook with two changes a static page needs. A widget's output
-  (sliders need a running kernel) becomes a one-line note that says so and how to start
-  JupyterLab, instead of a blank space; "notebook 05" in the prose becomes a link to that page.
+  (sliders need a running kernel) shows its frames where it has them (`specnb.viz.panel`: the
+  page's own sliders step through figures drawn when the notebook ran), else a one-line note
+  that says so and how to start JupyterLab, instead of a blank space; "notebook 05" in the
+  prose becomes a link to that page.
 
 Warnings fail the build (`-W`): a broken link or a missing figure is an error, not a message
 lost in the log.
@@ -32,6 +34,7 @@ BOOK = ROOT / "book"
 NOTEBOOKS = ROOT / "notebooks"
 README = ROOT / "README.md"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+FRAMES = 'class="specnb-frames"'  # a `specnb.viz.panel.Panel`'s static face
 TABLE_MARKER = "<!-- specnb.course.book writes the table here from README.md \"The notebooks\" -->"
 WIDGET_NOTE = ("<div class=\"specnb-widget-note\">🎚 <b>Interactive:</b> in a running notebook "
                "this cell shows sliders (they need a kernel, which a book page does not have). "
@@ -80,14 +83,20 @@ def link_mentions(text: str, pages: dict) -> str:
 
 
 def static_notebook(notebook, pages: dict):
-    """A copy of `notebook` for a static page: widget outputs replaced by a note (see module)."""
+    """A copy of `notebook` for a static page: widget outputs replaced by their frames or a
+    note (see module)."""
     notebook = copy.deepcopy(notebook)
     notebook.metadata.pop("widgets", None)
     for cell in notebook.cells:
         if cell.cell_type == "markdown":
             cell.source = link_mentions(cell.source, pages)
         for index, output in enumerate(cell.get("outputs", [])):
-            if WIDGET_VIEW in output.get("data", {}):
+            data = output.get("data", {})
+            if WIDGET_VIEW in data and FRAMES in data.get("text/html", ""):
+                cell.outputs[index] = nbformat.v4.new_output(
+                    "display_data", data={"text/html": data["text/html"],
+                                          "text/plain": data.get("text/plain", "")})
+            elif WIDGET_VIEW in data:
                 cell.outputs[index] = nbformat.v4.new_output(
                     "display_data", data={"text/html": WIDGET_NOTE,
                                           "text/plain": "[interactive: run this notebook with "

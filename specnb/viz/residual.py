@@ -8,6 +8,9 @@ whole vocabulary. The tokens shown are chosen once, at T = 1 (the top_k by max(p
 not change places while the slider moves. `plot_residual` draws those bars beside the curve of
 Σ min(p, q) against T, with a marker at the chosen T.
 
+`plot_typical_law` draws, at the same position, the law the lossy typical acceptance emits
+(`specnb.core.typical.typical_law`, notebook 11's slider) beside p and q.
+
 Pure: data or a matplotlib Figure, nothing printed, no model run (the logits come in as tensors).
 Example: identical logits -> p = q, residual all zero, acceptance 1 at every temperature.
 """
@@ -19,6 +22,7 @@ import numpy as np
 import torch
 
 from ..core import logits_to_probs
+from ..core.typical import typical_law, typical_threshold
 
 DEFAULT_TEMPERATURES = tuple(np.round(np.linspace(0.0, 2.0, 41), 2))
 
@@ -106,3 +110,54 @@ def plot_residual(target_logits, draft_logits, temperature: float = 1.0, top_k: 
     line.legend(fontsize="small")
     fig.tight_layout()
     return fig
+
+
+def typical_view(target_logits, draft_logits, temperature: float, posterior_threshold: float,
+                 posterior_alpha: float, top_k: int = 8) -> dict:
+    """Typical acceptance at one position and T (`specnb.core.typical`, γ = 1): {"target",
+    "draft", "typical" ([k + 1] laws on the shown tokens, then "other"), "bar" (the threshold
+    a draft must clear), "scaled_entropy" (δ·exp(−H(p)): the bar is min(ε, this)), "tv" (TV of
+    the typical law from p over the whole vocabulary), "cleared" (how many tokens clear the
+    bar)}."""
+    target_logits, draft_logits = _check_logits(target_logits, draft_logits)
+    token_ids = shown_tokens(target_logits, draft_logits, top_k)
+    p = logits_to_probs(target_logits, temperature).double()
+    q = logits_to_probs(draft_logits, temperature).double()
+    law = typical_law(p, q, posterior_threshold, posterior_alpha)
+    bar = float(typical_threshold(p, posterior_threshold, posterior_alpha))
+    # δ·exp(−H(p)), the other side of the min: a threshold of 1 leaves only it.
+    scaled_entropy = float(typical_threshold(p, 1.0, posterior_alpha))
+
+    def with_other(values):  # [V] -> [k + 1]
+        shown = values[token_ids]
+        return np.append(shown.numpy(), max(float(values.sum() - shown.sum()), 0.0))
+
+    return {"token_ids": token_ids, "target": with_other(p), "draft": with_other(q),
+            "typical": with_other(law), "bar": bar, "tv": 0.5 * float((law - p).abs().sum()),
+            "cleared": int((p > bar).sum()), "scaled_entropy": scaled_entropy}
+
+
+def plot_typical_law(target_logits, draft_logits, temperature: float, posterior_threshold: float,
+                     posterior_alpha: float, top_k: int = 8, decode=str) -> tuple:
+    """(text, Figure): p, q and the law typical acceptance emits at one position (`typical_view`),
+    the bar drawn across, its distance from p in the title. At T = 0 the law is p (greedy)."""
+    view = typical_view(target_logits, draft_logits, temperature, posterior_threshold,
+                        posterior_alpha, top_k)
+    labels = [repr(decode(token)) for token in view["token_ids"]] + ["other"]
+    fig, ax = plt.subplots(figsize=(9, 3.6))
+    positions = np.arange(len(labels))
+    for i, (name, law) in enumerate({"target p": view["target"], "draft q": view["draft"],
+                                     "typical acceptance's law": view["typical"]}.items()):
+        ax.bar(positions + (i - 1) * 0.27, law, 0.27, label=name)
+    ax.axhline(view["bar"], color="black", linestyle=":", linewidth=1,
+               label=f"bar {view['bar']:.3f}: p(x) must clear it")
+    ax.set_xticks(positions, labels, rotation=30, ha="right", fontsize=8)
+    ax.set(title=f"T = {temperature:g}, ε = {posterior_threshold:g}, δ = {posterior_alpha:g}: "
+                 f"TV(typical law, p) = {view['tv']:.3f}", ylabel="probability of the first token",
+           ylim=(0, 1.02))
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    text = (f"bar = min(ε, δ·exp(−H(p))) = min({posterior_threshold:g}, "
+            f"{view['scaled_entropy']:.3f}) = {view['bar']:.3f}; {view['cleared']} token(s) clear "
+            f"it; TV(typical law, p) = {view['tv']:.3f} (exact acceptance: 0)")
+    return text, fig

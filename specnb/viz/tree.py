@@ -175,3 +175,57 @@ def plot_predicted_speedups(predictions: dict, *, title=None):
         ax.set_title(title, fontsize=10)
     fig.tight_layout()
     return fig
+
+
+def plot_tree_shape(widths, acceptance, cost_ratio: float, latency: dict) -> tuple:
+    """(text, Figure): a static tree shape and what the quotient predicts for it.
+
+    Left, the shape: `widths[d]` guesses at depth d + 1, all below the best guess of the depth
+    before (`specnb.theory.expected_accepted_in_tree`), each labelled with its chance of being
+    the accepted one once its depth is reached (`acceptance` is top-r acceptance by depth, so a
+    rank's chance is acceptance[d][r] − acceptance[d][r − 1]). Right, the quotient's three
+    numbers: tokens per iteration 1 + E[accepted], the iteration's cost D c + t(N + 1)/t(1) in
+    one-token forwards (`latency`: this machine's curve), and their ratio, the predicted speedup.
+    A width of 0 ends the tree: (4, 0) is (4,). Example: (1,) is the chain of one draft."""
+    from ..theory import check_tree_shape, expected_accepted_in_tree, relative_cost
+
+    widths = list(widths)
+    if 0 in widths:
+        widths = widths[:widths.index(0)]
+    widths = check_tree_shape(widths)
+    accepted = expected_accepted_in_tree(acceptance, widths)
+    nodes, depth = sum(widths), len(widths)
+    checking = relative_cost(latency, nodes + 1)
+    cost = depth * cost_ratio + checking
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.4), gridspec_kw={"width_ratios": [1.3, 1]})
+    left.scatter([0], [0], s=500, color="lightgrey", edgecolor="black", zorder=3)
+    left.text(0, 0, "x", ha="center", va="center", fontsize=9)
+    parent_y = 0.0
+    for d, width in enumerate(widths):
+        ys = parent_y - np.arange(width)
+        for r, y in enumerate(ys):
+            chance = acceptance[d][r] - (acceptance[d][r - 1] if r else 0.0)
+            left.plot([d, d + 1], [parent_y, y], color="grey", linewidth=1, zorder=1)
+            left.scatter([d + 1], [y], s=500, color=COLOURS["accepted"] if r == 0 else "white",
+                         edgecolor="black", zorder=3)
+            left.text(d + 1, y - 0.32, f"rank {r + 1}: {chance:.2f}", ha="center", va="top",
+                      fontsize=8)
+        parent_y = ys[0]  # the next depth hangs below the best guess
+    left.set(title=f"shape {widths}: {nodes} nodes, depth {depth}", xlim=(-0.4, depth + 0.6),
+             ylim=(-max(widths) + 0.3, 0.5))
+    left.axis("off")
+    values = [1 + accepted, cost, (1 + accepted) / cost]
+    names = ["tokens per iteration\n1 + E[accepted]", "iteration cost\nD·c + t(N+1)/t(1)",
+             "predicted speedup"]
+    bars = right.barh(names, values, color=["tab:green", "tab:red", "tab:blue"])
+    for bar, value in zip(bars, values):
+        right.text(value, bar.get_y() + bar.get_height() / 2, f" {value:.2f}", va="center",
+                   fontsize=9)
+    right.axvline(1.0, color="black", linewidth=0.8)
+    right.invert_yaxis()
+    right.set(xlim=(0, max(values) * 1.25), xlabel="one-token forwards, or ×")
+    fig.tight_layout()
+    text = (f"shape {widths}: E[accepted] = {accepted:.3f}, so {1 + accepted:.2f} tokens per "
+            f"iteration; cost {depth} × {cost_ratio:.3f} + t({nodes + 1})/t(1) {checking:.2f} = "
+            f"{cost:.2f} one-token forwards; predicted speedup {values[2]:.2f}×")
+    return text, fig
