@@ -66,7 +66,8 @@ def widget_notebooks() -> list[str]:
 
 def test_the_widget_notebooks_are_found():
     assert {"03_deriving_the_acceptance_rule.ipynb", "05_speculative_decoding.ipynb",
-            "09_timing.ipynb"} <= set(widget_notebooks())
+            "09_timing.ipynb", "11_bending_the_rules.ipynb",
+            "12_token_trees.ipynb"} <= set(widget_notebooks())
 
 
 # --- the browser and the server -------------------------------------------------------------

@@ -68,6 +68,10 @@ class Slider:
         values = sorted(set(self.frames) | {self.value})
         return [int(v) for v in values] if self.integer else [float(v) for v in values]
 
+    def start(self) -> int:
+        """The index of the starting value among `positions()`."""
+        return self.positions().index(int(self.value) if self.integer else float(self.value))
+
     def label(self, value) -> str:
         return str(int(value)) if self.integer else f"{value:g}"
 
@@ -189,9 +193,7 @@ class Panel:
     def static_html(self) -> str:
         """The frames as an HTML block with its own sliders (module docstring)."""
         names = list(self.sliders)
-        start = tuple(self.sliders[n].positions().index(
-            int(self.sliders[n].value) if self.sliders[n].integer else float(self.sliders[n].value))
-            for n in names)
+        start = tuple(self.sliders[n].start() for n in names)
         meta = [{"description": self.sliders[n].description,
                  "labels": [self.sliders[n].label(v) for v in self.sliders[n].positions()],
                  "index": start[k]} for k, n in enumerate(names)]
@@ -210,6 +212,7 @@ class Panel:
     def live(self):
         """The ipywidgets `interactive` over `draw` (needs a kernel to redraw)."""
         import ipywidgets
+        import matplotlib.pyplot as plt
         from IPython.display import display
 
         def show(**values):
@@ -218,8 +221,7 @@ class Panel:
                 print(text)
             if figure is not None:
                 display(figure)
-                import matplotlib.pyplot as plt
-                plt.close(figure)
+                plt.close(figure)  # a pyplot figure would otherwise show a second time
 
         return ipywidgets.interactive(show, **{n: s.widget() for n, s in self.sliders.items()})
 
