@@ -13,7 +13,8 @@ import pytest
 from chromium import browser  # noqa: F401 - the module-scoped fixture
 from matplotlib.figure import Figure
 
-from specnb.viz.panel import BOOK_NOTE, KERNEL_NOTE, MAX_FRAMES, WIDGET_VIEW, Panel, Slider
+from specnb.course.book import WIDGET_VIEW
+from specnb.viz.panel import BOOK_NOTE, KERNEL_NOTE, MAX_FRAMES, Panel, Slider
 
 matplotlib.use("Agg")
 

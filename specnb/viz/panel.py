@@ -30,7 +30,6 @@ from dataclasses import dataclass
 MAX_FRAMES = 64
 FRAME_DPI = 72
 FRAME_COLORS = 64  # a plot needs few colours: a palette PNG is a quarter of the size
-WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 KERNEL_NOTE = ("🎚 Sliders: they need a running kernel to move freely; run this cell in "
                "JupyterLab (make lab). In the course's book they step through frames drawn "
                "when the notebook ran.")

@@ -47,6 +47,12 @@ def _check_logits(target_logits, draft_logits) -> tuple:
     return target_logits, draft_logits
 
 
+def _with_other(law, token_ids) -> np.ndarray:
+    """[V] -> [k + 1]: the law on the shown tokens, then the mass of all the others."""
+    shown = law[token_ids]
+    return np.append(shown.numpy(), max(float(law.sum() - shown.sum()), 0.0))
+
+
 def shown_tokens(target_logits, draft_logits, top_k: int = 8) -> list:
     """The top_k token ids by max(p, q) at T = 1, most likely under p first."""
     target_logits, draft_logits = _check_logits(target_logits, draft_logits)
@@ -67,11 +73,8 @@ def residual_view(target_logits, draft_logits, temperature: float = 1.0,
     excess = (p - q).clamp_min(0.0)
     residual = excess / excess.sum() if excess.sum() > 0 else torch.zeros_like(excess)
 
-    def with_other(law):  # [V] -> [k + 1]
-        shown = law[token_ids]
-        return np.append(shown.numpy(), max(float(law.sum() - shown.sum()), 0.0))
-
-    return ResidualView(token_ids, with_other(p), with_other(q), with_other(residual),
+    return ResidualView(token_ids, _with_other(p, token_ids), _with_other(q, token_ids),
+                        _with_other(residual, token_ids),
                         float(torch.minimum(p, q).sum()), float(temperature))
 
 
@@ -128,12 +131,9 @@ def typical_view(target_logits, draft_logits, temperature: float, posterior_thre
     # δ·exp(−H(p)), the other side of the min: a threshold of 1 leaves only it.
     scaled_entropy = float(typical_threshold(p, 1.0, posterior_alpha))
 
-    def with_other(values):  # [V] -> [k + 1]
-        shown = values[token_ids]
-        return np.append(shown.numpy(), max(float(values.sum() - shown.sum()), 0.0))
-
-    return {"token_ids": token_ids, "target": with_other(p), "draft": with_other(q),
-            "typical": with_other(law), "bar": bar, "tv": 0.5 * float((law - p).abs().sum()),
+    return {"token_ids": token_ids, "target": _with_other(p, token_ids),
+            "draft": _with_other(q, token_ids), "typical": _with_other(law, token_ids),
+            "bar": bar, "tv": 0.5 * float((law - p).abs().sum()),
             "cleared": int((p > bar).sum()), "scaled_entropy": scaled_entropy}
 
 
