@@ -13,13 +13,14 @@ import io
 import json
 import re
 import pathlib
+import shutil
 import subprocess
 import sys
 
 import nbformat
 import pytest
 
-from specnb.course import assignments
+from specnb.course import assignments, points
 
 SOURCE = pathlib.Path(__file__).resolve().parent.parent / "assignments" / "source"
 NOTEBOOKS = sorted(p.name for p in SOURCE.glob("*.ipynb"))
@@ -31,10 +32,11 @@ def params():
             for name in NOTEBOOKS]
 
 
-def test_six_exercises():
+def test_eight_exercises():
     assert NOTEBOOKS == ["01_acceptance_test.ipynb", "02_batched_verify.ipynb",
                          "03_ngram_lookup.ipynb", "04_jacobi.ipynb", "05_alpha_c_and_gamma.ipynb",
-                         "06_testing_a_sampler.ipynb"]
+                         "06_testing_a_sampler.ipynb", "07_batches_and_heads.ipynb",
+                         "08_relaxing_and_branching.ipynb"]
 
 
 def points_table():
@@ -46,24 +48,40 @@ def points_table():
 
 def test_batched_verify_is_worth_the_most_and_the_readme_states_every_weight():
     table = points_table()
-    weights = {grade_id: points for cells in table.values() for grade_id, points in cells.items()}
+    weights = {grade_id: value for cells in table.values() for grade_id, value in cells.items()}
     assert max(weights, key=weights.get) == "ex2-verify-tests"
     assert weights["ex2-verify-tests"] >= 2 * max(w for g, w in weights.items()
                                                   if g != "ex2-verify-tests")
+    # The instructors' tables are generated from the same metadata, and are current.
     readme = (SOURCE.parent / "README.md").read_text()
-    for grade_id, points in weights.items():
-        assert f"| `{grade_id}` | {points:g} |" in readme, grade_id
+    generated = points.tables(SOURCE)
+    assert points.stale_blocks(readme, generated) == [], \
+        "assignments/README.md is stale: run python -m specnb.course.points --write"
+    for grade_id, value in weights.items():
+        assert f"| `{grade_id}` | {value:g} |" in generated["points"], grade_id
     total = sum(p for g, p in weights.items() if g != "ex5-reflection")
-    assert f"{total:g} auto-graded points" in readme
-    # The table of assignments: one row per notebook with its automatic points (+ by hand).
-    main = readme.split("## The assignments\n", 1)[1].split("\n## ", 1)[0]
-    for name, cells in table.items():
-        automatic = sum(p for g, p in cells.items() if g != "ex5-reflection")
-        by_hand = f" + {cells['ex5-reflection']:g} by hand" if "ex5-reflection" in cells else ""
-        assert f"| `{name.removesuffix('.ipynb')}` |" in main, name
-        row = rf"\| `{name.removesuffix('.ipynb')}` \|[^\n]*\| {re.escape(f'{automatic:g}{by_hand}')} \|"
-        assert re.search(row, main), (name, automatic)
-    assert f"In all {total:g} points are graded automatically" in main
+    assert f"In all {total:g} points are graded automatically" in generated["assignments"]
+
+
+def test_points_tables_follow_the_metadata(tmp_path):
+    """Change a cell's points in a copy of the sources: the tables change, the README's block
+    is then stale, and `rewrite` brings it back; a source without its descriptions is refused."""
+    for name in NOTEBOOKS[:2]:
+        shutil.copy(SOURCE / name, tmp_path / name)
+    notebook = nbformat.read(tmp_path / NOTEBOOKS[1], as_version=4)
+    (cell,) = [c for c in notebook.cells if assignments.grading(c).get("grade")]
+    cell.metadata["nbgrader"]["points"] = 12
+    nbformat.write(notebook, tmp_path / NOTEBOOKS[1])
+    generated = points.tables(tmp_path)
+    assert "| `ex2-verify-tests` | 12 |" in generated["points"]
+    assert "In all 17 points are graded automatically." in generated["assignments"]
+    readme = (SOURCE.parent / "README.md").read_text()
+    assert points.stale_blocks(readme, generated) == ["assignments", "points"]
+    assert points.stale_blocks(points.rewrite(readme, generated), generated) == []
+    del cell.metadata["specnb"]
+    nbformat.write(notebook, tmp_path / NOTEBOOKS[1])
+    with pytest.raises(ValueError, match="ex2-verify-tests.*specnb.grades"):
+        points.tables(tmp_path)
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
@@ -332,10 +350,11 @@ def test_a_student_folder_is_totalled_out_of_the_course_and_missing_notebooks_na
     assignments.grade([folder], SOURCE, stream=stream, jobs=2)
     text = stream.getvalue()
     points = assignments.course_points(SOURCE)
-    assert sum(auto for auto, _ in points.values()) == 48  # the README's table
-    assert f"total {folder}: 15/48 auto-graded points (+ up to 2 graded by hand)" in text
-    assert "not submitted (33 points): 03_ngram_lookup.ipynb, 04_jacobi.ipynb, " \
-           "05_alpha_c_and_gamma.ipynb, 06_testing_a_sampler.ipynb" in text
+    assert sum(auto for auto, _ in points.values()) == 64  # the README's table
+    assert f"total {folder}: 15/64 auto-graded points (+ up to 2 graded by hand)" in text
+    assert "not submitted (49 points): 03_ngram_lookup.ipynb, 04_jacobi.ipynb, " \
+           "05_alpha_c_and_gamma.ipynb, 06_testing_a_sampler.ipynb, 07_batches_and_heads.ipynb, " \
+           "08_relaxing_and_branching.ipynb" in text
 
 
 def test_grade_help_lists_source_jobs_and_threads(capsys):
@@ -455,15 +474,21 @@ def test_a_timing_table_must_be_measured_in_this_run(monkeypatch, capsys):
 def test_visible_prediction_tests_check_the_form_and_show_no_answer():
     from specnb.course import checks
 
-    for name, cell_id in (("05_alpha_c_and_gamma.ipynb", "ex5-gamma-guess-tests"),
-                          ("06_testing_a_sampler.ipynb", "ex6-no-min-tests")):
+    for name, cell_id in (("01_acceptance_test.ipynb", "ex1-overlap-tests"),
+                          ("05_alpha_c_and_gamma.ipynb", "ex5-gamma-guess-tests"),
+                          ("06_testing_a_sampler.ipynb", "ex6-no-min-tests"),
+                          ("08_relaxing_and_branching.ipynb", "ex8-predict-tests")):
         notebook = nbformat.read(SOURCE / name, as_version=4)
         student = assignments.student_version(notebook)
         visible = next(c.source for c in student.cells
                        if assignments.grading(c).get("grade_id") == cell_id)
-        assert "check_answer_form" in visible and "check_prediction" not in visible, visible
-        for answer in (", 6,", '"b", "one more', '"true", "compare'):  # the hidden test's
+        assert "check_answer_form" in visible or "check_law_prediction(predicted_law)" in visible
+        assert "check_prediction" not in visible and "reveal" not in visible, visible
+        for answer in (", 5,", '"b", "one more', '"true", "compare'):  # the hidden test's
             assert answer not in visible
+    checks.check_answer_form("p", 0.5, float)
+    with pytest.raises(checks.CheckFailed):
+        checks.check_answer_form("p", 1.5, float)
     checks.check_answer_form("g", 6, int)
     for got, choices in ((None, int), (2.5, int), ("d", ("a", "b"))):
         with pytest.raises(checks.CheckFailed):

@@ -6,6 +6,7 @@ message carries the hint that names its mistake. Checks that run a model use the
 Llama built inside `specnb.course.checks`, so nothing here needs the embedded model.
 """
 
+import json
 import math
 
 import pytest
@@ -494,7 +495,7 @@ def test_reasoning_mistakes(check, broken, hint):
 
 
 def test_a_prediction_left_at_none_says_so():
-    expect_failure(lambda value: checks.check_prediction("gamma_star_at_08", value, 6, "h"),
+    expect_failure(lambda value: checks.check_prediction("gamma_star_guess", value, 5, "h"),
                    None, "still None")
 
 
@@ -514,3 +515,203 @@ def test_check_failures_show_as_a_short_message_in_ipython():
         shell.set_custom_exc((), None)
         InteractiveShell.clear_instance()
     assert shown == [["CheckFailed: verify gave a wrong answer."]]
+
+
+# ----------------------------------------------------------------------------------------------
+# Exercise 7: a batched cache rolled back by mask, acceptance by draft position
+# ----------------------------------------------------------------------------------------------
+
+def make_rollback(*, skip_holes=True, shift=0, refill=False):
+    def rollback_mask(valid, num_tokens):
+        out = valid.clone()
+        for row in range(valid.shape[0]):
+            left = int(num_tokens[row]) + shift
+            for slot in range(valid.shape[1] - 1, -1, -1):
+                if left <= 0:
+                    break
+                if valid[row, slot] or not skip_holes:
+                    out[row, slot] = False
+                    left -= 1
+        if refill:
+            out[:, 0] = True
+            out[:, -1] |= ~valid[:, -1]
+        return out
+    return rollback_mask
+
+
+def test_exercise_7_rollback_reference_passes(capsys):
+    checks.check_rollback_mask(make_rollback())
+    assert "rollback_mask passed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("broken, hint", [
+    (make_rollback(skip_holes=False), "*real* slots"),
+    (make_rollback(shift=1), "one slot too many"),
+    (make_rollback(shift=-1), "one slot too few"),
+    (make_rollback(refill=True), "never fills holes"),
+    (lambda valid, num_tokens: valid[:, 1:], "the same shape as valid"),
+])
+def test_rollback_mistakes(broken, hint):
+    expect_failure(checks.check_rollback_mask, broken, hint)
+
+
+def test_a_wrong_mask_shows_in_the_next_logits():
+    """The cache half on its own: a mask that keeps the rolled-back slots visible changes the
+    next forward's logits (the mask half would have caught it first)."""
+    from specnb.course.checks import rollback
+
+    message = expect_failure(rollback._check_cache, lambda valid, num_tokens: valid,
+                             "fresh forward", seed=0)
+    assert "largest difference" in message
+
+
+def by_position(result, gamma, *, all_iterations=False, count_unverified=False, zero=False):
+    reached, accepted, beyond, drafts = [0] * gamma, [0] * gamma, [0] * gamma, 0
+    for iteration in result.trace:
+        if not iteration.drafted and not all_iterations:
+            continue
+        drafts += 1
+        statuses = [d.status for d in iteration.drafted]
+        for i, status in enumerate(statuses):
+            if status != "unverified" or count_unverified:
+                reached[i] += 1
+                accepted[i] += status == "accepted"
+        for i in range(statuses.count("accepted")):
+            beyond[i] += 1
+    conditional = [a / r if r else (0.0 if zero else math.nan) for a, r in zip(accepted, reached)]
+    return conditional, [b / drafts for b in beyond]
+
+
+def test_exercise_7_positions_reference_passes(capsys):
+    checks.check_acceptance_by_position(by_position)
+    checks.check_mean_acceptance_length(lambda per_draft: 1 + sum(per_draft))
+    out = capsys.readouterr().out
+    assert "acceptance_by_position passed" in out and "mean_acceptance_length passed" in out
+
+
+@pytest.mark.parametrize("check, broken, hint", [
+    (checks.check_acceptance_by_position,
+     lambda r, g: by_position(r, g, all_iterations=True), "not a draft"),
+    (checks.check_acceptance_by_position,
+     lambda r, g: by_position(r, g, count_unverified=True), "'unverified'"),
+    (checks.check_acceptance_by_position, lambda r, g: by_position(r, g, zero=True),
+     "float('nan')"),
+    (checks.check_acceptance_by_position, lambda r, g: by_position(r, g)[::-1], "swapped"),
+    (checks.check_acceptance_by_position, lambda r, g: (r.stats.per_position_acceptance,) * 2,
+     "conditional"),
+    (checks.check_mean_acceptance_length, lambda per_draft: sum(per_draft), "vLLM adds"),
+])
+def test_exercise_7_positions_mistakes(check, broken, hint):
+    expect_failure(check, broken, hint)
+
+
+# ----------------------------------------------------------------------------------------------
+# Exercise 8: typical acceptance's law, trying siblings
+# ----------------------------------------------------------------------------------------------
+
+def typical_law(p, q, threshold, alpha, *, log=torch.log, keep=None, fallback=None,
+                entropy=True):
+    h = -(p * log(p.clamp_min(1e-300))).sum()
+    bar = min(threshold, alpha * float(torch.exp(-h))) if entropy else threshold
+    passes = p > bar
+    law = torch.where(passes, q if keep is None else keep(p, q), torch.zeros_like(q))
+    law[(p if fallback is None else q).argmax()] += q[~passes].sum()
+    return law
+
+
+def try_siblings(p, candidates, generator, *, remove=True, renormalize=True):
+    r = p.clone()
+    for x in candidates:
+        if torch.rand((), generator=generator, dtype=torch.float64) < r[x]:
+            return x
+        if remove:
+            r[x] = 0.0
+            if renormalize:
+                r = r / r.sum()
+    return int(torch.multinomial(r, 1, generator=generator))
+
+
+def make_detector(num_draws=20_000, level=1e-3):
+    from scipy.stats import chi2
+
+    def siblings_are_exact(sampler, p, candidates, generator):
+        counts = torch.bincount(sampler(num_draws, generator), minlength=len(p)).double()
+        expected = p * num_draws
+        statistic = float(((counts - expected) ** 2 / expected)[expected > 0].sum())
+        return chi2.sf(statistic, int((expected > 0).sum()) - 1) >= level
+    return siblings_are_exact
+
+
+def test_exercise_8_references_pass(capsys):
+    checks.check_law_prediction([0.5, 0.2, 0.3, 0.0], reveal=True)
+    checks.check_typical_law(typical_law)
+    checks.check_try_siblings(try_siblings)
+    checks.check_siblings_are_exact(make_detector())
+    assert capsys.readouterr().out.count("✓") == 4
+
+
+@pytest.mark.parametrize("check, broken, hint", [
+    (checks.check_typical_law, lambda p, q, t, a: typical_law(p, q, t, a, entropy=False),
+     "a flat target"),
+    (checks.check_typical_law, lambda p, q, t, a: typical_law(p, q, t, a, log=torch.log2),
+     "in nats"),
+    (checks.check_typical_law, lambda p, q, t, a: typical_law(p, q, t, a, keep=lambda p, q: p),
+     "not p(x)"),
+    (checks.check_typical_law, lambda p, q, t, a: typical_law(p, q, t, a, fallback="q"),
+     "argmax p"),
+    (lambda law: checks.check_law_prediction(law, reveal=True), [0.8, 0.2, 0.0, 0.0],
+     "a flat target"),
+    (lambda law: checks.check_law_prediction(law), [0.5, 0.2], "sum to 1"),
+    (checks.check_try_siblings, lambda p, c, g: try_siblings(p, c, g, remove=False),
+     "stays in r"),
+    (checks.check_try_siblings, lambda p, c, g: try_siblings(p, c, g, renormalize=False),
+     "renormalise"),
+    (checks.check_siblings_are_exact, make_detector(num_draws=50), "draw more samples"),
+    (checks.check_siblings_are_exact, make_detector(level=0.9999), "level too strict"),
+])
+def test_exercise_8_mistakes(check, broken, hint):
+    expect_failure(check, broken, hint)
+
+
+def test_the_detectors_samplers_follow_their_enumerated_laws():
+    """The grader's samplers (the library's tree verification of a star, exact or not) emit
+    the laws `sibling_law` enumerates: the exact one p, the broken one the 'kept' mistake's."""
+    from specnb.course.checks import siblings
+    from specnb.stats import chi2_pvalue
+
+    generator = torch.Generator().manual_seed(0)
+    for p, candidates in siblings.DETECT_CASES:
+        p = torch.tensor(p, dtype=torch.float64)
+        for exact in (True, False):
+            tokens = siblings._star_sampler(p, candidates, exact)(40_000, generator)
+            law = siblings.sibling_law(p, candidates, remove=exact)
+            assert chi2_pvalue(tokens, law) > 1e-4
+            assert exact or 0.5 * float((law - p).abs().sum()) > 0.1
+
+
+def test_the_recorded_head_run_agrees_with_its_own_counters():
+    """Assignment 7's recorded run (data/head/run-gamma5.json): its trace and the loop's counters
+    tell the same story, so the checks can hold a learner's counts against either."""
+    from specnb.course import head_run
+    from specnb.course.checks.positions import reference_by_position
+
+    data = json.loads(head_run.PATH.read_text())
+    assert {"command", "machine", "date"} <= set(data) and data["gamma"] == head_run.GAMMA
+    run = head_run.load()
+    statuses = [d.status for it in run.trace for d in it.drafted]
+    assert run.stats.accepted == statuses.count("accepted") > 0
+    assert run.stats.drafted == len(statuses) and len(run.tokens[0]) == run.stats.new_tokens
+    assert run.stats.drafting_steps == sum(1 for it in run.trace if it.drafted)
+    _, per_draft = reference_by_position(run, head_run.GAMMA)
+    assert per_draft == pytest.approx(run.stats.per_position_acceptance)
+    assert 1 + sum(per_draft) == pytest.approx(run.stats.mean_acceptance_length)
+
+
+@pytest.mark.embedded
+def test_recording_the_head_run_again_writes_a_record_that_loads(tmp_path):
+    from specnb.course import head_run
+
+    data = head_run.record(tmp_path / "run.json")
+    run = head_run.load(tmp_path / "run.json")
+    assert run.tokens[0] == data["tokens"] and len(run.trace) == data["stats"]["iterations"]
+    assert run.stats.drafting_steps > 0

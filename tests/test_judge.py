@@ -132,6 +132,26 @@ ATTEMPTS = [
     ("writes-outside", "04_jacobi.ipynb", {"ex4-jacobi-step": "def jacobi_step(lm, prefix, "
      "guesses):\n    open('/tmp/specnb-escaped.txt', 'w').write('out')\n"}, [],
      {"ex4-jacobi-step-tests": "PermissionError"}),
+    ("rollback-by-the-cache", "07_batches_and_heads.ipynb", {"ex7-rollback": textwrap.dedent("""\
+        import types
+        def rollback_mask(valid, num_tokens):
+            cache = module('specnb.core.batch_kv').__dict__.get('Batched' + 'CachedLM')
+            fake = types.SimpleNamespace(valid=valid, lengths=valid.sum(1), _host_lengths=None,
+                                         _tidy=lambda crop: None)
+            cache.rollback(fake, num_tokens)  # the library's method on a stand-in object
+            return fake.valid
+        """)}, [MODULE], {"ex7-rollback-tests": "used specnb.core.batch_kv.drop_last_real",
+                          "ex7-positions-tests": None}),
+    ("star-tree-siblings", "08_relaxing_and_branching.ipynb", {"ex8-siblings": textwrap.dedent("""\
+        def try_siblings(p, candidates, generator):
+            tree = module('specnb.core.tree_verify').__dict__.get('tree_' + 'verify')
+            k = len(candidates)
+            target = torch.cat([p[None], torch.full((k, len(p)), 1.0 / len(p),
+                                                    dtype=p.dtype)])[None]
+            return int(tree(target, None, torch.tensor([candidates]), torch.full((1, k), -1),
+                            generator=generator).tokens[0, 0])
+        """)}, [MODULE], {"ex8-siblings-tests": "the library's own",
+                          "ex8-typical-tests": None}),
     # A hang that ignores interrupts (once: a file in the kernel's folder remembers it): the
     # kernel is restarted, the cells before replayed, and the next test is graded as usual.
     ("hangs", "06_testing_a_sampler.ipynb", {"ex6-laws": textwrap.dedent("""\

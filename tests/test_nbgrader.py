@@ -2,7 +2,7 @@
 `nbgrader autograde` and `nbgrader validate`, and nbgrader's points against `grade`'s.
 
 The end-to-end test lays out a course (`python -m specnb.course.assignments nbgrader-course`),
-releases all six assignments and autogrades, in one call, five students: the reference solutions
+releases all eight assignments and autogrades, in one call, five students: the reference solutions
 (full marks on every auto-graded cell), nbgrader's own student versions (zero), a student with a
 plausible mistake in each assignment (`MISTAKEN`), one who imports the library's own residual
 (0 on the cells `specnb.write_yourself` lists: `LibraryUseCheck` at work), one who hides a
@@ -113,7 +113,7 @@ def alpha_from_trace(result):
         "ex5-expected-tokens": """
 def expected_tokens(alpha, gamma):
     return (1 - alpha ** (gamma + 1)) / (1 - alpha)  # alpha = 1 divides by zero""",
-        "ex5-gamma-guess": "gamma_star_at_08, why_gamma_grows = 6, \"b\"",
+        "ex5-gamma-guess": "gamma_star_guess, why_gamma_grows = 5, \"b\"",
     }, {"ex5-cost-ratio-tests", "ex5-expected-tokens-tests", "ex5-formula-tests",
         "ex5-bootstrap-tests", "ex5-predict-tests", "ex5-checking-tests", "ex5-timing-tests"}),
     "06_testing_a_sampler": ({
@@ -134,6 +134,51 @@ def find_broken(samplers, target_probs, generator):
             found.add(name)
     return found""",
     }, {"ex6-laws-tests", "ex6-chi2-tests"}),
+    "07_batches_and_heads": ({
+        "ex7-rollback": """
+def rollback_mask(valid, num_tokens):
+    out = valid.clone()
+    for row, n in enumerate(num_tokens.tolist()):
+        if n:
+            out[row, -n:] = False  # the last n slots, holes or not
+    return out""",
+        "ex7-positions": """
+def acceptance_by_position(result, gamma):
+    reached, accepted, beyond, drafts = [0] * gamma, [0] * gamma, [0] * gamma, 0
+    for iteration in result.trace:
+        if not iteration.drafted:
+            continue
+        drafts += 1
+        for i, d in enumerate(iteration.drafted):
+            if d.status != "unverified":
+                reached[i] += 1
+                accepted[i] += d.status == "accepted"
+        for i in range(sum(d.status == "accepted" for d in iteration.drafted)):
+            beyond[i] += 1
+    return ([a / r if r else math.nan for a, r in zip(accepted, reached)],
+            [b / drafts for b in beyond])""",
+        "ex7-length": """
+def mean_acceptance_length(per_draft):
+    return 1 + sum(per_draft)""",
+    }, {"ex7-rollback-tests"}),
+    "08_relaxing_and_branching": ({
+        "ex8-predict": "predicted_law = [0.8, 0.2, 0.0, 0.0]  # the threshold alone",
+        "ex8-typical": """
+def typical_law(p, q, posterior_threshold, posterior_alpha):
+    bar = min(posterior_threshold, posterior_alpha * math.exp(float(torch.special.entr(p).sum())))
+    law = torch.where(p > bar, q, torch.zeros_like(q))  # exp(+H): the sign is wrong
+    law[p.argmax()] += q[p <= bar].sum()
+    return law""",
+        "ex8-siblings": """
+def try_siblings(p, candidates, generator):
+    r = p.clone()
+    for x in candidates:
+        if float(torch.rand((), generator=generator, dtype=torch.float64)) < float(r[x]):
+            return x
+        r[x] = 0
+        r = r / r.sum()
+    return int(torch.multinomial(r, 1, generator=generator))""",
+    }, {"ex8-predict-tests", "ex8-typical-tests", "ex8-detect-tests"}),
 }
 # The library's own residual: `specnb.write_yourself` voids the residual and verify_one cells.
 LIBRARY = ("01_acceptance_test", {

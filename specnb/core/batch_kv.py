@@ -30,6 +30,14 @@ from .tree import check_parents, tree_ancestors
 MAX_HOLES = 64
 
 
+def drop_last_real(valid: torch.Tensor, num_tokens: torch.Tensor) -> torch.Tensor:
+    """The mask `valid [B, S]` with each row b's last `num_tokens[b]` real (True) slots made
+    holes; earlier holes do not count. Example: [T T T F F T T], 3 -> [T T F F F F F]."""
+    # rank_from_end is 1 for a row's last real slot, 2 for the one before, ...
+    rank_from_end = valid.flip(1).long().cumsum(1).flip(1)
+    return valid & (rank_from_end > num_tokens.unsqueeze(1))
+
+
 class BatchedCachedLM(TimedModel):
     """A causal LM plus one KV cache for B rows of different lengths."""
 
@@ -246,9 +254,7 @@ class BatchedCachedLM(TimedModel):
         """Forget the last `num_tokens[b]` real tokens of each row b (its rejected drafts);
         `crop`: also drop the trailing slots no row uses now (see `_tidy`); `counts`: the same
         numbers on the host, when the caller has read them (no read here then)."""
-        # rank_from_end is 1 for a row's last real slot, 2 for the one before, ...
-        rank_from_end = self.valid.flip(1).long().cumsum(1).flip(1)
-        self.valid = self.valid & (rank_from_end > num_tokens.unsqueeze(1))
+        self.valid = drop_last_real(self.valid, num_tokens)
         self.lengths = self.lengths - num_tokens
         host = self._host_lengths
         self._host_lengths = None if host is None or counts is None else \

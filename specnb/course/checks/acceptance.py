@@ -155,8 +155,9 @@ def check_verify_one(verify_one, seed: int = 0, num_draws: int = 20_000) -> None
                       got=f"empirical law {show(law.float())} (χ² p-value {pvalue:.2g})",
                       hint=hint)
     if abs(kept - overlap) > binomial_tolerance(overlap, num_draws):
-        raise failure(name, given=given, expected=f"the draft kept in {overlap:.4f} of the calls "
-                      f"(Σ min(p, q))", got=f"kept in {kept:.4f}",
+        # Not the overlap itself: exercise 1.0 asks for it by hand, graded after hand-in.
+        raise failure(name, given=given, expected="the draft kept in a share of the calls "
+                      "within binomial noise of Σ min(p, q)", got=f"kept in {kept:.4f}",
                       hint="keep x exactly when u < min(1, p(x)/q(x)) with one uniform u per call")
     twice = [(p, q, t, torch.Generator().manual_seed(7)) for t in drafts[:30] for _ in range(2)]
     repeat = [to_int(t, name, "the same inputs twice") for t in call_each(
@@ -168,5 +169,5 @@ def check_verify_one(verify_one, seed: int = 0, num_draws: int = 20_000) -> None
                       hint="draw every random number from the `generator` argument "
                            "(torch.rand(..., generator=generator), torch.multinomial(..., "
                            "generator=generator)) so results reproduce")
-    passed(name, num_draws, f"χ² p-value {pvalue:.3f}, kept {kept:.3f} vs Σ min(p, q) = "
-           f"{overlap:.3f}")
+    passed(name, num_draws, f"χ² p-value {pvalue:.3f}, the draft kept as often as Σ min(p, q) "
+           f"predicts")

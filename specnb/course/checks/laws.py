@@ -113,13 +113,17 @@ def check_prediction(name: str, got, expected, hint: str, tolerance: float = 1e-
 
 def check_answer_form(name: str, got, choices) -> None:
     """The visible half of a prediction's test: the answer has the right form (one of
-    `choices`, or an int when `choices` is int), not whether it is right, so the visible test
-    does not show the answer; the hidden test (`check_prediction`) grades it."""
+    `choices`, an int when `choices` is int, a probability when it is float), not whether it is
+    right, so the visible test does not show the answer; the hidden test (`check_prediction`)
+    grades it."""
     if got is None:
         raise failure(name, given=name, got="None", hint=f"{name} is still None: set it above")
     if choices is int:
         if isinstance(got, bool) or not to_float(got, name, name).is_integer():
             raise failure(name, given=name, got=repr(got), hint="a whole number, e.g. 3")
+    elif choices is float:
+        if isinstance(got, bool) or not 0 <= to_float(got, name, name) <= 1:
+            raise failure(name, given=name, got=repr(got), hint="a probability, e.g. 0.25")
     elif str(got).strip().lower() not in choices:
         raise failure(name, given=name, got=repr(got),
                       hint=f"one of {', '.join(map(repr, choices))}")
