@@ -18,13 +18,20 @@ LAB_ARGS ?=
 # The oldest transformers we declare (pyproject: >=5.0); the cache and loop tests run on it too.
 OLDEST_TRANSFORMERS := 5.0.0
 OLDEST := $(VENV)/transformers-$(OLDEST_TRANSFORMERS)
+# speculators, whose Eagle3 model class checks `specnb.export` (tests/test_export.py): its pins
+# (transformers <= 5.19, torchaudio, datasets) clash with ours, so it goes into its own folder
+# without its dependencies, beside loguru; the three it imports only for training are empty
+# stand-ins there (tests/speculators_logits.py).
+SPECULATORS_VERSION := 0.9.0
+SPECULATORS := $(VENV)/speculators-$(SPECULATORS_VERSION)
 
 .PHONY: run test test-fast test-portability lab book setup clean
 
-# Everything: the package with all its extras, the embedded model, and the oldest transformers
-# that `make test` also runs the cache and loop tests on. Once the package is in, the last three
-# are independent: `make -j3 setup` (as .ci/run does) fetches them side by side.
-setup: $(PREPARED) $(EXTRA)test $(OLDEST)
+# Everything: the package with all its extras, the embedded model, the oldest transformers
+# that `make test` also runs the cache and loop tests on, and speculators for the export's
+# checks. Once the package is in, the rest are independent: `make -j3 setup` (as .ci/run does)
+# fetches them side by side.
+setup: $(PREPARED) $(EXTRA)test $(OLDEST) $(SPECULATORS)
 
 $(READY): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -56,9 +63,9 @@ PARALLEL := OMP_NUM_THREADS=1 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 # thread while nothing else runs (the workers, busy side by side, never would: specnb/__main__.py).
 # The cache and loop tests also run on the oldest transformers, as one test of the same run
 # (tests/test_oldest_transformers.py).
-test: $(PREPARED) $(EXTRA)test $(OLDEST)
+test: $(PREPARED) $(EXTRA)test $(OLDEST) $(SPECULATORS)
 	OMP_NUM_THREADS=1 $(PY) -m specnb --calibrate
-	SPECNB_OLDEST_TRANSFORMERS=$(OLDEST) $(PARALLEL) --durations=15
+	SPECNB_OLDEST_TRANSFORMERS=$(OLDEST) SPECNB_SPECULATORS=$(SPECULATORS) $(PARALLEL) --durations=15
 
 # The quick tier: tiny in-memory models only. nbval is switched off (so no notebook is even
 # collected) and with it the nbval options of pyproject's addopts.
@@ -92,6 +99,10 @@ test-portability: $(EXTRA)test
 
 $(OLDEST): $(READY)
 	$(PY) -m pip install --quiet --target $(OLDEST) transformers==$(OLDEST_TRANSFORMERS)
+
+$(SPECULATORS): $(READY)
+	$(PY) -m pip install --quiet --no-deps --target $(SPECULATORS) \
+		speculators==$(SPECULATORS_VERSION) loguru==0.7.3
 
 # The course as a static HTML book from the notebooks' committed outputs (nothing is executed):
 # open book/_build/html/index.html, or publish that folder (assignments/README.md).

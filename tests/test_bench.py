@@ -394,3 +394,18 @@ def test_engine_metrics_pool_rows_as_vllm_pools_steps():
     old = [{"accepted": 6, "drafted": 12}]  # a record from before rows counted drafts
     assert bench.engine_metrics(old)["per_position_acceptance"] == []
     assert math.isnan(bench.engine_metrics(old)["mean_acceptance_length"])
+
+
+def test_summed_stats_add_every_counter_and_pad_the_positions():
+    """One method over two prompts: the counters add, shorter per-position lists count 0."""
+    from specnb.methods.results import Stats
+
+    first = Stats(new_tokens=3, drafted=4, accepted=2, drafting_steps=2, wall_s=0.5,
+                  accepted_per_position=[2, 0, 0])
+    second = Stats(new_tokens=5, drafted=6, accepted=5, drafting_steps=2,
+                   accepted_per_position=[2, 2, 1, 0])
+    total = Stats.summed([first, second])
+    assert (total.new_tokens, total.drafted, total.accepted, total.drafting_steps) == (8, 10, 7, 4)
+    assert total.accepted_per_position == [4, 2, 1, 0] and total.wall_s == 0.5
+    assert total.mean_acceptance_length == pytest.approx(1 + 7 / 4)
+    assert Stats.summed([]) == Stats()

@@ -167,6 +167,10 @@ FOREIGN = {
     "generation_config": "a transformers model's generation settings",
     "num_assistant_tokens": "transformers' assisted generation",
     "assistant_confidence_threshold": "transformers' assisted generation",
+    "hidden_states": "transformers' output_hidden_states",
+    "eagle_aux_hidden_state_layer_ids": "vLLM's and SGLang's EAGLE-3 config",
+    "norm_before_residual": "vLLM's and speculators' EAGLE-3 config",
+    "speculative_token_tree": "vLLM's speculative config",
 }
 
 

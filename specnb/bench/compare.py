@@ -524,13 +524,10 @@ def engine_metrics(rows: list) -> dict:
     mean acceptance length 1 + accepted / drafts, per-position acceptance (drafts that accepted
     more than i tokens, over drafts) and draft acceptance rate accepted / draft tokens. NaN (an
     empty list) for rows that drafted nothing or records written before rows counted drafts."""
-    width = max((len(r.get("accepted_per_position", [])) for r in rows), default=0)
-    pooled = Stats(drafted=sum(r["drafted"] for r in rows),
-                   accepted=sum(r["accepted"] for r in rows),
-                   drafting_steps=sum(r.get("drafts", 0) for r in rows),
-                   accepted_per_position=[sum(r["accepted_per_position"][i] for r in rows
-                                              if i < len(r.get("accepted_per_position", [])))
-                                          for i in range(width)])
+    pooled = Stats.summed(Stats(drafted=r["drafted"], accepted=r["accepted"],
+                                drafting_steps=r.get("drafts", 0),
+                                accepted_per_position=list(r.get("accepted_per_position", [])))
+                          for r in rows)
     metrics = pooled.engine_metrics()  # the formulas live with the counters (`Stats`)
     if not pooled.drafting_steps:  # nothing drafted, or a record from before drafts were counted
         metrics["draft_acceptance_rate"] = float("nan")

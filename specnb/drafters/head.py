@@ -38,6 +38,10 @@ class HeadConfig:
     draft_vocab_size: int = 8192
     max_position_embeddings: int = 8192
     target_vocab_size: int = 49152
+    # RMS-norm each target layer's features before `fc` (specnb's default head). The engines'
+    # EAGLE-3 layout (vLLM, SGLang) has no such norms: `fc` reads the raw residual streams of
+    # three layers, so a head meant for export is built and trained with False.
+    feature_norms: bool = True
     extra: dict = field(default_factory=dict)
 
     @classmethod
@@ -86,7 +90,7 @@ class FeatureHead(nn.Module):
         # The residual stream carries huge outliers (values near 25 000 at some positions in
         # SmolLM2's middle layers): each layer's features are RMS-normed before the projection.
         self.feature_norms = nn.ModuleList(RMSNorm(c.hidden_size, c.rms_norm_eps)
-                                           for _ in c.feature_layers)
+                                           for _ in c.feature_layers) if c.feature_norms else None
         self.fc = nn.Linear(len(c.feature_layers) * c.hidden_size, c.hidden_size, bias=False)
         self.embed_norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
         self.hidden_norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
@@ -111,6 +115,8 @@ class FeatureHead(nn.Module):
     def project(self, features):
         """Target features `[..., L, H]` -> the head's input width `[..., H]`."""
         features = features.to(self.fc.weight.dtype)
+        if self.feature_norms is None:  # the engines' layout: the layers side by side, as read
+            return self.fc(features.flatten(-2))
         normed = [norm(features[..., i, :]) for i, norm in enumerate(self.feature_norms)]
         return self.fc(torch.cat(normed, -1))
 

@@ -65,6 +65,22 @@ class Stats:
     drafting_steps: int = 0
     accepted_per_position: list = field(default_factory=list)
 
+    @classmethod
+    def summed(cls, stats) -> "Stats":
+        """Several runs' counters and seconds added up, e.g. one method over a set of prompts
+        (its engine metrics are then the set's, as an engine's log aggregates requests)."""
+        total = cls()
+        for one in stats:
+            for name, value in vars(one).items():
+                if name == "accepted_per_position":
+                    width = max(len(total.accepted_per_position), len(value))
+                    total.accepted_per_position = [
+                        (total.accepted_per_position[i] if i < len(total.accepted_per_position)
+                         else 0) + (value[i] if i < len(value) else 0) for i in range(width)]
+                else:
+                    setattr(total, name, getattr(total, name) + value)
+        return total
+
     @property
     def mean_acceptance_length(self) -> float:
         """vLLM's "mean acceptance length": 1 + accepted / drafts, the bonus (or resampled) token
