@@ -7,7 +7,7 @@ from specnb.drafters import FeatureDrafter, FeatureHead, HeadConfig
 
 
 def random_head(target, *, seed: int = 0, draft_vocab: int | None = None, std: float = 0.3,
-                layers=(0, 1, 2)) -> FeatureDrafter:
+                layers=(0, 1, 2), feature_norms: bool = True) -> FeatureDrafter:
     c = target.config
     vocab = c.vocab_size
     draft_vocab = draft_vocab or vocab - vocab // 4
@@ -21,7 +21,7 @@ def random_head(target, *, seed: int = 0, draft_vocab: int | None = None, std: f
                         head_dim=c.hidden_size // c.num_attention_heads, rope_theta=10000.0,
                         feature_layers=tuple(layers), draft_vocab_size=draft_vocab,
                         max_position_embeddings=c.max_position_embeddings,
-                        target_vocab_size=vocab)
+                        target_vocab_size=vocab, feature_norms=feature_norms)
     head = FeatureHead(config, target.get_input_embeddings(), draft_to_target)
     with torch.no_grad():
         for name, param in head.named_parameters():

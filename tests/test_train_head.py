@@ -157,3 +157,37 @@ def test_a_time_limit_stops_midway_measures_and_resumes_to_the_same_result(tmp_p
     assert resumed[1:] == history and resumed_best == best_epoch
     for k in finished:
         assert torch.equal(head.state_dict()[k], finished[k]), k
+
+
+def test_an_engine_layout_head_trains_on_the_first_layers_and_regresses_on_the_last():
+    """`--layout engines`: the head reads the data's first layers, raw (no per-layer norm), and
+    the regression still finds the final state behind them (`final_index`)."""
+    target = tiny_llama(3)
+    vocab, hidden = target.config.vocab_size, target.config.hidden_size
+    head = random_head(target, seed=1, layers=LAYERS[:1], std=0.05, feature_norms=False).head
+    assert head.feature_norms is None and head.fc.in_features == hidden
+    table = torch.full((vocab,), -1, dtype=torch.long)
+    table[head.draft_to_target] = torch.arange(len(head.draft_to_target))
+    entries = [train_head.to_entries(e, table) for e in fake_examples(vocab, hidden)]
+    heldout = [train_head.to_entries(e, table) for e in fake_examples(vocab, hidden, 3, seed=1)]
+    features = entries[0]["features"].float()[None]  # [1, T, 2, H]: one more layer than read
+    assert torch.equal(head.project(features), head.project(features[:, :, :1]))
+    regressed = []
+    real = train_head.unrolled_loss
+
+    def spy(head, batch, steps, step_decay, regression_weight, top_index):
+        regressed.append(top_index)
+        return real(head, batch, steps, step_decay, regression_weight, top_index)
+    start = {k: v.clone() for k, v in head.state_dict().items()}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(train_head, "unrolled_loss", spy)
+        history, _ = run(head, entries, heldout, None, regression_weight=1.0, final_index=1)
+    assert set(regressed) == {1} and len(history) == 2
+    assert not torch.equal(start["fc.weight"], head.state_dict()["fc.weight"])
+
+
+def test_the_engine_layout_reads_a_prefix_of_the_data_layers():
+    layers, norms = train_head.LAYOUTS["engines"]
+    data = train_head.FEATURE_LAYERS
+    assert tuple(data[:len(layers)]) == tuple(layers) and norms is False
+    assert train_head.FINAL_STATE in data[len(layers):]  # the regression's truth stays reachable

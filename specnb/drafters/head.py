@@ -113,8 +113,10 @@ class FeatureHead(nn.Module):
 
     # ---- the pieces ------------------------------------------------------------------------
     def project(self, features):
-        """Target features `[..., L, H]` -> the head's input width `[..., H]`."""
-        features = features.to(self.fc.weight.dtype)
+        """Target features `[..., L', H]` -> the head's input width `[..., H]`: the head's L
+        layers are the first L of the L' given (training data may carry more after them, e.g.
+        the final state a loss regresses onto)."""
+        features = features[..., :len(self.config.feature_layers), :].to(self.fc.weight.dtype)
         if self.feature_norms is None:  # the engines' layout: the layers side by side, as read
             return self.fc(features.flatten(-2))
         normed = [norm(features[..., i, :]) for i, norm in enumerate(self.feature_norms)]

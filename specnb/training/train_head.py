@@ -53,6 +53,10 @@ from .head_data import (FEATURE_LAYERS, add_data_arguments, build, cached_shards
 
 DEFAULT_OUT = DATA_DIR / "head"
 FINAL_STATE = 30  # hidden_states index of SmolLM2's final normed state (what its LM head reads)
+# The head's layout: specnb's default (the data's four layers, each RMS-normed before fc) or the
+# serving engines' EAGLE-3 (their default three layers, raw; `python -m specnb.export`). The
+# engines' layers are the first three the data holds, so one data set trains both.
+LAYOUTS = {"specnb": (FEATURE_LAYERS, True), "engines": ((2, 15, 27), False)}
 
 
 def draft_vocabulary(examples: list, size: int, always: list, vocab: int) -> torch.Tensor:
@@ -152,7 +156,8 @@ def heldout_acceptance(head, entries: list, steps: int) -> list:
 def train(head, entries, heldout, *, epochs, batch_size, lr, steps, step_decay, generator,
           log, regression_weight=0.0, checkpoint: Path | None = None,
           checkpoint_seconds: float = 600.0, bf16: bool = False,
-          measure_start: bool = False, max_seconds: float | None = None) -> tuple:
+          measure_start: bool = False, max_seconds: float | None = None,
+          final_index: int | None = None) -> tuple:
     """AdamW, warm-up and cosine decay; held-out acceptance after each epoch; best state.
 
     With `checkpoint` (a file), the whole state (weights, optimizer, schedule, the epoch's
@@ -165,7 +170,10 @@ def train(head, entries, heldout, *, epochs, batch_size, lr, steps, step_decay, 
     the history and the best so far, so more training never returns a worse head.
     `max_seconds`: a time limit (a lent GPU's minutes): the epoch in progress when it passes
     stops there, is measured like a finished one (its history entry says how many batches it
-    ran) and training ends; the learning rate has then not decayed to 0."""
+    ran) and training ends; the learning rate has then not decayed to 0.
+    `final_index`: where the target's final normed state sits among the entries' feature layers
+    (the regression's truth); by default, where it sits among the head's own layers, if it
+    reads it."""
     parameters = [p for p in head.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(parameters, lr=lr, weight_decay=0.01)
     order = sorted(range(len(entries)), key=lambda i: len(entries[i]["tokens"]))
@@ -199,7 +207,8 @@ def train(head, entries, heldout, *, epochs, batch_size, lr, steps, step_decay, 
         partial.rename(checkpoint)
 
     layers = list(head.config.feature_layers)
-    top_index = layers.index(FINAL_STATE) if FINAL_STATE in layers else None
+    top_index = final_index if final_index is not None else \
+        layers.index(FINAL_STATE) if FINAL_STATE in layers else None
     saved_at = time.monotonic()
     stop_at = math.inf if max_seconds is None else saved_at + max_seconds
     with tqdm(total=total, initial=first_epoch * len(batches) + done,
@@ -287,6 +296,11 @@ def main(argv=None) -> None:
                              "progress is measured and may still be the best, the record says "
                              "where it stopped, and the same command resumes it")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--layout", choices=sorted(LAYOUTS), default="specnb",
+                        help="specnb: the default head (layers %s, each normed before fc); "
+                             "engines: the EAGLE-3 layout vLLM and SGLang run (layers %s, raw), "
+                             "which python -m specnb.export writes (default: %%(default)s)"
+                             % (list(LAYOUTS["specnb"][0]), list(LAYOUTS["engines"][0])))
     parser.add_argument("--evaluate", type=Path, metavar="HEAD",
                         help="only measure a saved head: α̂ in the decoding loop on the open-ended "
                              "eval prompts, greedy and at T = 0.7, beside the distilled draft")
@@ -296,6 +310,8 @@ def main(argv=None) -> None:
                              "everything, for a figure no choice was tuned on)")
     add_device_arguments(parser)
     args = parser.parse_args(argv)
+    if args.layout != "specnb" and args.out == DEFAULT_OUT and args.evaluate is None:
+        parser.error(f"--layout {args.layout}: give --out (data/head holds the default head)")
     if args.split is not None and args.evaluate is None:
         parser.error("--split chooses the prompts of --evaluate; give --evaluate HEAD too")
     check_data_arguments(parser, args)
@@ -357,9 +373,10 @@ def main(argv=None) -> None:
     start = None
     if args.init is not None:
         start = FeatureDrafter.from_pretrained(args.init, target).head.float()
-        if tuple(start.config.feature_layers) != tuple(FEATURE_LAYERS):
+        if tuple(start.config.feature_layers) != tuple(LAYOUTS[args.layout][0]):
             parser.error(f"--init {args.init}: the head reads layers "
-                         f"{list(start.config.feature_layers)}, the data holds {list(FEATURE_LAYERS)}")
+                         f"{list(start.config.feature_layers)}, --layout {args.layout} reads "
+                         f"{list(LAYOUTS[args.layout][0])}")
         draft_to_target = start.draft_to_target.cpu()
     else:
         draft_to_target = draft_vocabulary(examples, args.draft_vocab, special, vocab)
@@ -380,7 +397,8 @@ def main(argv=None) -> None:
                         num_key_value_heads=c.num_key_value_heads,
                         head_dim=getattr(c, "head_dim", c.hidden_size // c.num_attention_heads),
                         rope_theta=float(c.rope_parameters["rope_theta"]),
-                        rms_norm_eps=c.rms_norm_eps, feature_layers=FEATURE_LAYERS,
+                        rms_norm_eps=c.rms_norm_eps, feature_layers=LAYOUTS[args.layout][0],
+                        feature_norms=LAYOUTS[args.layout][1],
                         draft_vocab_size=len(draft_to_target),
                         max_position_embeddings=c.max_position_embeddings,
                         target_vocab_size=vocab)
@@ -402,7 +420,8 @@ def main(argv=None) -> None:
                                 checkpoint=checkpoint, bf16=args.bf16,
                                 measure_start=start is not None,
                                 max_seconds=None if args.max_minutes is None else max(
-                                    0.0, 60 * args.max_minutes - (time.perf_counter() - started)))
+                                    0.0, 60 * args.max_minutes - (time.perf_counter() - started)),
+                                final_index=FEATURE_LAYERS.index(FINAL_STATE))
     head.eval()
     FeatureDrafter(head).save_pretrained(args.out)
     if history[-1]["epoch"] == args.epochs and "stopped_at_time_limit" not in history[-1]:
