@@ -157,7 +157,7 @@ def train(head, entries, heldout, *, epochs, batch_size, lr, steps, step_decay, 
           log, regression_weight=0.0, checkpoint: Path | None = None,
           checkpoint_seconds: float = 600.0, bf16: bool = False,
           measure_start: bool = False, max_seconds: float | None = None,
-          final_index: int | None = None) -> tuple:
+          final_index: int | None = None, progress: bool = True) -> tuple:
     """AdamW, warm-up and cosine decay; held-out acceptance after each epoch; best state.
 
     With `checkpoint` (a file), the whole state (weights, optimizer, schedule, the epoch's
@@ -173,7 +173,7 @@ def train(head, entries, heldout, *, epochs, batch_size, lr, steps, step_decay, 
     ran) and training ends; the learning rate has then not decayed to 0.
     `final_index`: where the target's final normed state sits among the entries' feature layers
     (the regression's truth); by default, where it sits among the head's own layers, if it
-    reads it."""
+    reads it. `progress`: show a progress bar (a notebook that prints the history turns it off)."""
     parameters = [p for p in head.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(parameters, lr=lr, weight_decay=0.01)
     order = sorted(range(len(entries)), key=lambda i: len(entries[i]["tokens"]))
@@ -212,7 +212,7 @@ def train(head, entries, heldout, *, epochs, batch_size, lr, steps, step_decay, 
     saved_at = time.monotonic()
     stop_at = math.inf if max_seconds is None else saved_at + max_seconds
     with tqdm(total=total, initial=first_epoch * len(batches) + done,
-              desc="training head") as bar:
+              desc="training head", disable=not progress) as bar:
         for epoch in range(first_epoch, epochs):
             if time.monotonic() >= stop_at:  # the limit passed as the last epoch ended
                 break
@@ -391,17 +391,7 @@ def main(argv=None) -> None:
     print(f"{len(examples)} answers, {answer_tokens} answer tokens; draft vocabulary covers "
           f"{coverage:.3f} of held-out labels", file=sys.stderr)
 
-    c = target.config
-    config = HeadConfig(hidden_size=c.hidden_size, intermediate_size=c.intermediate_size,
-                        num_attention_heads=c.num_attention_heads,
-                        num_key_value_heads=c.num_key_value_heads,
-                        head_dim=getattr(c, "head_dim", c.hidden_size // c.num_attention_heads),
-                        rope_theta=float(c.rope_parameters["rope_theta"]),
-                        rms_norm_eps=c.rms_norm_eps, feature_layers=LAYOUTS[args.layout][0],
-                        feature_norms=LAYOUTS[args.layout][1],
-                        draft_vocab_size=len(draft_to_target),
-                        max_position_embeddings=c.max_position_embeddings,
-                        target_vocab_size=vocab)
+    config = head_config(target, len(draft_to_target), args.layout)
     if start is None:
         head = init_head(config, target, draft_to_target, generator,
                          train_lm_head=args.train_lm_head)
@@ -487,6 +477,21 @@ def evaluate(target, tokenizer, head, gamma: int, seed: int, max_new_tokens: int
             print(f"T = {temperature:<4g} {name:<16} α̂ {estimate_alpha(result):.3f}  draft yield "
                   f"{result.stats.draft_yield:.3f}  tokens per row and iteration "
                   f"{result.stats.new_tokens / len(result.trace):.2f}")
+
+
+def head_config(target, draft_vocab_size: int, layout: str = "specnb") -> HeadConfig:
+    """The head's shape for `target`: its decoder layer's widths, the layout's target layers."""
+    c = target.config
+    layers, norms = LAYOUTS[layout]
+    return HeadConfig(hidden_size=c.hidden_size, intermediate_size=c.intermediate_size,
+                      num_attention_heads=c.num_attention_heads,
+                      num_key_value_heads=c.num_key_value_heads,
+                      head_dim=getattr(c, "head_dim", c.hidden_size // c.num_attention_heads),
+                      rope_theta=float(c.rope_parameters["rope_theta"]),
+                      rms_norm_eps=c.rms_norm_eps, feature_layers=layers, feature_norms=norms,
+                      draft_vocab_size=draft_vocab_size,
+                      max_position_embeddings=c.max_position_embeddings,
+                      target_vocab_size=target.get_input_embeddings().weight.shape[0])
 
 
 def init_head(config: HeadConfig, target, draft_to_target, generator,
