@@ -191,3 +191,24 @@ def test_the_engine_layout_reads_a_prefix_of_the_data_layers():
     data = train_head.FEATURE_LAYERS
     assert tuple(data[:len(layers)]) == tuple(layers) and norms is False
     assert train_head.FINAL_STATE in data[len(layers):]  # the regression's truth stays reachable
+
+
+def test_a_specnb_head_transfers_to_the_engines_layout_with_its_norms_folded():
+    """Where every position's features have their layer's median RMS, the transferred head
+    (norms folded into fc, the last layer dropped) projects exactly as the original did with
+    that layer's part of fc set to zero; the other weights are the original's."""
+    target = tiny_llama(3)
+    head = random_head(target, seed=2, layers=(0, 1, 2)).head
+    hidden = target.config.hidden_size
+    with torch.no_grad():
+        head.fc.weight[:, 2 * hidden:] = 0.0  # the layer the engines' layout drops
+    g = torch.Generator().manual_seed(3)
+    direction = torch.randn(20, 3, hidden, generator=g)
+    unit = direction / direction.pow(2).mean(-1, keepdim=True).sqrt()
+    features = unit * torch.tensor([2.0, 50.0, 7.0])[None, :, None]  # per-layer RMS 2, 50, 7
+    moved = train_head.transfer_to_engines(head, [features], num_layers=2)
+    assert moved.config.feature_layers == (0, 1) and moved.feature_norms is None
+    assert torch.allclose(moved.project(features), head.project(features), atol=1e-4)
+    assert torch.equal(moved.q_proj.weight, head.q_proj.weight)
+    with pytest.raises(ValueError, match="already"):
+        train_head.transfer_to_engines(moved, [features])

@@ -22,7 +22,9 @@ Recipe (measured choices are recorded in data/README.md):
    minutes and after each epoch, and the same command started again continues from there.
    `--init HEAD` continues a saved head (its weights, its draft vocabulary) on the data at
    hand: when the data grows, an epoch of it costs a third of three epochs from scratch; the
-   start's own held-out figure is epoch 0, so the result is never worse than the start.
+   start's own held-out figure is epoch 0, so the result is never worse than the start. With
+   `--layout engines` a start in specnb's layout is first moved to the engines' one
+   (`transfer_to_engines`).
 5. Then measure the new head's acceptance by rank (`python -m specnb.training.head_ranks`):
    `data/head/ranks.json` chooses the tree shape drafted without γ, and a test refuses a record
    of another head.
@@ -373,6 +375,10 @@ def main(argv=None) -> None:
     start = None
     if args.init is not None:
         start = FeatureDrafter.from_pretrained(args.init, target).head.float()
+        if args.layout == "engines" and start.config.feature_norms:
+            # specnb's layout continued in the engines': the norms folded into fc (below)
+            start = transfer_to_engines(start, [e["features"] for e in examples[:64]],
+                                        len(LAYOUTS["engines"][0]))
         if tuple(start.config.feature_layers) != tuple(LAYOUTS[args.layout][0]):
             parser.error(f"--init {args.init}: the head reads layers "
                          f"{list(start.config.feature_layers)}, --layout {args.layout} reads "
@@ -492,6 +498,31 @@ def head_config(target, draft_vocab_size: int, layout: str = "specnb") -> HeadCo
                       draft_vocab_size=draft_vocab_size,
                       max_position_embeddings=c.max_position_embeddings,
                       target_vocab_size=target.get_input_embeddings().weight.shape[0])
+
+
+def transfer_to_engines(head: FeatureHead, features: list, num_layers: int = 3) -> FeatureHead:
+    """A head in the engines' layout (its first `num_layers` layers, raw) that starts where
+    `head` (specnb's layout, each layer RMS-normed before fc) is: every other weight is copied,
+    and each kept layer's norm is folded into its block of fc's columns as weight / r, r the
+    layer's median RMS over `features` (a list of `[n, L, H]` from the data). A position whose
+    RMS is near the median then projects as before; the outliers of the residual stream do
+    not, and the dropped layers' part is gone: a start for training, not a replacement."""
+    from dataclasses import replace
+
+    c = head.config
+    if not c.feature_norms:
+        raise ValueError("the head is in the engines' layout already: nothing to transfer")
+    config = replace(c, feature_layers=tuple(c.feature_layers[:num_layers]), feature_norms=False)
+    new = FeatureHead(config, head.embed[0], head.draft_to_target)
+    rms = torch.cat([f[:, :num_layers].float() for f in features]).pow(2).mean(-1).sqrt()
+    scale = rms.median(0).values  # [num_layers]
+    state, width = head.state_dict(), c.hidden_size
+    kept = {k: v for k, v in state.items() if k in new.state_dict() and k != "fc.weight"}
+    kept["fc.weight"] = torch.cat([
+        state["fc.weight"][:, i * width:(i + 1) * width]
+        * (state[f"feature_norms.{i}.weight"] / scale[i])[None, :] for i in range(num_layers)], 1)
+    new.load_state_dict(kept)
+    return new.to(head.fc.weight.device)
 
 
 def init_head(config: HeadConfig, target, draft_to_target, generator,
