@@ -266,7 +266,7 @@ def outputs_of(course: pathlib.Path, student: str, name: str, grade_id: str) -> 
                                     as_version=4), grade_id)
 
 
-@pytest.mark.slow  # 20 notebook runs under nbgrader, 7 under `grade`: 9-10 min on 2 busy cores
+@pytest.mark.slow  # 29 notebook runs under nbgrader, 9 under `grade`: 3-4 min on 2 busy cores
 @pytest.mark.embedded  # exercise 5 loads the embedded pair
 def test_nbgrader_autograde_agrees_with_grade(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", nbgrader_env()["PATH"])  # for the gradebook read below
