@@ -15,6 +15,7 @@ This file lives at the root so it applies however pytest is pointed at tests/ or
 import pytest
 
 EMBEDDED_FIXTURES = {"embedded", "embedded_draft"}
+TEST_FILES_LISTED = 25
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
@@ -43,16 +44,26 @@ def longest_files_first(items) -> None:
 
 
 def pytest_terminal_summary(terminalreporter):
-    """One line per notebook and their total: the time nbval spent executing each (≤ ~2 min each,
-    ≤ 10 min in all on a 2-core CPU), so a slow notebook shows in every CI log."""
+    """One line per notebook and their total: the time nbval spent executing each (≤ ~2 min each
+    on a 2-core CPU), then the slowest test files, so where the suite spends its time shows in
+    every CI log."""
     seconds = {}
-    for outcome in ("passed", "failed", "error", "skipped"):
-        for report in terminalreporter.stats.get(outcome, []):
-            path = getattr(report, "nodeid", "").split("::", 1)[0]
-            if path.endswith(".ipynb"):
-                seconds[path] = seconds.get(path, 0.0) + getattr(report, "duration", 0.0)
-    if seconds:
+    for reports in terminalreporter.stats.values():  # "" holds passed set-ups and tear-downs
+        for report in reports:
+            if isinstance(report, pytest.TestReport):
+                path = report.nodeid.split("::", 1)[0]
+                seconds[path] = seconds.get(path, 0.0) + report.duration
+    notebooks = {path: spent for path, spent in seconds.items() if path.endswith(".ipynb")}
+    if notebooks:
         terminalreporter.section("notebook run times (nbval)")
-        for path, spent in sorted(seconds.items()):
+        for path, spent in sorted(notebooks.items()):
             terminalreporter.write_line(f"{spent:7.1f} s  {path}")
-        terminalreporter.write_line(f"{sum(seconds.values()):7.1f} s  all {len(seconds)} notebooks")
+        terminalreporter.write_line(f"{sum(notebooks.values()):7.1f} s  all {len(notebooks)} notebooks")
+    files = sorted(((spent, path) for path, spent in seconds.items()
+                    if not path.endswith(".ipynb")), reverse=True)
+    if len(files) > 1:
+        # Set-up and tear-down included: a file's fixtures count where they are spent.
+        terminalreporter.section("slowest test files")
+        for spent, path in files[:TEST_FILES_LISTED]:
+            terminalreporter.write_line(f"{spent:7.1f} s  {path}")
+        terminalreporter.write_line(f"{sum(spent for spent, _ in files):7.1f} s  all {len(files)} files")
