@@ -14,6 +14,7 @@ Pure functions of numbers, plus estimators that read α̂ and ĉ off a `Generati
 """
 
 import math
+from dataclasses import dataclass
 
 
 def _check_alpha_gamma(alpha: float, gamma: int) -> None:
@@ -103,6 +104,46 @@ def estimate_alpha(result) -> float:
     """α̂: mean of Σ min(p, q) over the verified (accepted or rejected) draft positions."""
     overlaps = [d.overlap for it in result.trace for d in it.drafted if d.status != "unverified"]
     return sum(overlaps) / len(overlaps) if overlaps else math.nan
+
+
+@dataclass(frozen=True)
+class PositionCounts:
+    """Per draft position i of a traced run, counted over the steps that drafted anything:
+    `reached[i]` (the i drafts before it were accepted, so it was verified), `accepted[i]`,
+    `beyond[i]` (steps that accepted more than i drafts) and `drafting_steps`."""
+    reached: list
+    accepted: list
+    beyond: list
+    drafting_steps: int
+
+    @property
+    def conditional(self) -> list:
+        """accepted / reached per position, P(accepted | reached); NaN where never reached."""
+        return [a / r if r else math.nan for a, r in zip(self.accepted, self.reached)]
+
+    @property
+    def per_draft(self) -> list:
+        """vLLM's per-position acceptance rate: beyond / drafting steps (NaN without a step)."""
+        steps = self.drafting_steps
+        return [b / steps if steps else math.nan for b in self.beyond]
+
+
+def position_counts(result, gamma: int) -> PositionCounts:
+    """Count acceptance by draft position from `result.trace` (the first `gamma` drafts of each
+    step; steps that drafted nothing do not count, as a serving engine counts no draft there)."""
+    reached, accepted, beyond, steps = [0] * gamma, [0] * gamma, [0] * gamma, 0
+    for iteration in result.trace:
+        drafted = iteration.drafted[:gamma]
+        if not drafted:
+            continue
+        steps += 1
+        for i, d in enumerate(drafted):
+            if d.status != "unverified":
+                reached[i] += 1
+                accepted[i] += d.status == "accepted"
+        for i in range(sum(d.status == "accepted" for d in drafted)):
+            beyond[i] += 1
+    return PositionCounts(reached, accepted, beyond, steps)
 
 
 def decoding_step_seconds(result) -> list:

@@ -121,3 +121,36 @@ def test_in_loop_checking_cost_leaves_the_prompt_out_and_pairs_the_runs():
         in_loop_checking_cost([run_of(1, 2)], [])
     with pytest.raises(ValueError, match="at least one decoding step"):
         in_loop_checking_cost([run_of(prompt=1)], [run_of(1, 2)])
+
+
+def test_position_counts_by_hand_and_against_the_loops_own_counters():
+    """Three steps of γ = 3 (accept 2 then reject; accept all; none drafted) and a short last
+    block; then a real run, whose counters the loop keeps apart from its trace."""
+    from specnb.methods.results import DraftedToken, GenerationResult, Iteration, Stats
+    from specnb.theory import position_counts
+
+    def step(*statuses):
+        return Iteration(step=1, drafted=[DraftedToken(0, 1.0, 1.0, 1.0, 1.0, s)
+                                          for s in statuses])
+    a, r, u = "accepted", "rejected", "unverified"
+    run = GenerationResult("x", [[]], Stats(), [step(a, a, r), step(a, a, a), step(), step(r, u)])
+    counts = position_counts(run, 3)
+    assert (counts.reached, counts.accepted, counts.beyond, counts.drafting_steps) == \
+        ([3, 2, 2], [2, 2, 1], [2, 2, 1], 3)
+    assert counts.conditional == pytest.approx([2 / 3, 1.0, 0.5])
+    assert counts.per_draft == pytest.approx([2 / 3, 2 / 3, 1 / 3])
+    empty = position_counts(GenerationResult("x", [[]], Stats(), [step()]), 2)
+    assert all(math.isnan(v) for v in empty.conditional + empty.per_draft)
+
+    import torch
+    import specnb
+    from tiny_models import tiny_llama
+    target = tiny_llama(11, vocab=6, std=0.5)
+    draft = tiny_llama(13, vocab=6, std=0.3, hidden=16, layers=1)
+    ids = torch.tensor([[1, 4, 2, 1, 4]])
+    result = specnb.speculative(target, draft, ids, gamma=3, max_new_tokens=40, temperature=1.0,
+                                generator=torch.Generator().manual_seed(3), trace=True)
+    counts = position_counts(result, 3)
+    assert counts.drafting_steps == result.stats.drafting_steps
+    assert counts.per_draft == pytest.approx(result.stats.per_position_acceptance)
+    assert sum(counts.accepted) == result.stats.accepted

@@ -28,7 +28,8 @@ from ..core import logits_to_probs
 from ..core.args import check_int
 from ..methods import autoregressive, speculative
 from ..theory import estimate_alpha, estimate_cost_ratio, expected_tokens_per_iteration, \
-    in_loop_checking_cost, predicted_speedup, predicted_with_block_cost, relative_cost
+    in_loop_checking_cost, position_counts, predicted_speedup, predicted_with_block_cost, \
+    relative_cost
 from .compare import methods, parse_args, timed
 
 
@@ -45,12 +46,8 @@ def speculative_summary(target, draft, ids, gamma=4, temperature=0.0, seed=0,
     result = speculative(target, draft, ids, gamma=gamma, max_new_tokens=max_new_tokens,
                          temperature=temperature, generator=generator, trace=True)
     stats, alpha_hat = result.stats, estimate_alpha(result)
-    by_position = [[0, 0] for _ in range(gamma)]
-    for it in result.trace:
-        for j, d in enumerate(it.drafted):
-            if d.status != "unverified":
-                by_position[j][0] += d.status == "accepted"
-                by_position[j][1] += 1
+    counts = position_counts(result, gamma)
+    by_position = [[a, r] for a, r in zip(counts.accepted, counts.reached)]
     expected = math.nan if math.isnan(alpha_hat) else expected_tokens_per_iteration(alpha_hat,
                                                                                     gamma)
     return {"gamma": gamma, "temperature": temperature, "new_tokens": stats.new_tokens,

@@ -23,6 +23,7 @@ import math
 
 import torch
 
+from ...theory import position_counts
 from .gamma import _fake_types
 from .report import call, failure, passed, show, to_float
 
@@ -30,23 +31,9 @@ NAME = "acceptance_by_position"
 
 
 def reference_by_position(result, gamma: int) -> tuple:
-    """(conditional, per_draft) by the rules above."""
-    reached, accepted = [0] * gamma, [0] * gamma
-    drafts, beyond = 0, [0] * gamma
-    for iteration in result.trace:
-        drafted = iteration.drafted[:gamma]
-        if not drafted:
-            continue
-        drafts += 1
-        num_accepted = sum(d.status == "accepted" for d in drafted)
-        for i, d in enumerate(drafted):
-            if d.status != "unverified":
-                reached[i] += 1
-                accepted[i] += d.status == "accepted"
-        for i in range(num_accepted):
-            beyond[i] += 1
-    conditional = [a / r if r else math.nan for a, r in zip(accepted, reached)]
-    return conditional, [b / drafts if drafts else math.nan for b in beyond]
+    """(conditional, per_draft) by the rules above, as the library counts them."""
+    counts = position_counts(result, gamma)
+    return counts.conditional, counts.per_draft
 
 
 def _synthetic_run(generator, gamma: int, num_steps: int):
