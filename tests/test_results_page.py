@@ -81,3 +81,39 @@ def test_recorded_speedups_read_each_matching_method_from_every_bench_record(cop
     assert results.recorded_speedups(["no such method"], copied) == []
     with pytest.raises(TypeError, match="a list of name fragments"):
         results.recorded_speedups("jacobi", copied)
+
+
+def test_a_recorded_race_is_set_against_the_theory_with_the_records_own_curve():
+    """Two prompts of a γ = 2 drafter: α̂ 0.5, ĉ 0.1, a curve on which 3 tokens cost 1.25
+    one-token forwards; measured 16 tokens in 3 s against ours autoregressive's 5 s."""
+    from specnb.theory import predicted_speedup, predicted_with_block_cost
+    from specnb.viz.timing import format_clock, plot_clock_against_theory
+
+    rows = [{"method": method, "prompt_id": prompt, "group": "open-ended", "new_tokens": 8,
+             "seconds": seconds, "target_forwards": 8 if ar else 4, "drafted": 0 if ar else 8,
+             "accepted": 0 if ar else 4, "alpha_hat": float("nan") if ar else 0.5,
+             "c_hat": float("nan") if ar else 0.1, "gamma": 0 if ar else 2, "identical": True}
+            for method, ar in (("ours autoregressive", True), ("ours feature head γ=2", False))
+            for prompt, seconds in (("a", 2.0 if ar else 1.0), ("b", 3.0 if ar else 2.0))]
+    rows += [{**row, "method": "HF generate"} for row in rows[:2]]  # every record has the peer
+    record = {"settings": {"max_new_tokens": 8, "repeats": 5}, "rows": rows,
+              "device": "CPU test", "forward_latency": {"token_counts": [1, 2, 4],
+                                                        "median_ms": [10.0, 11.0, 15.0]}}
+    clock = results.record_against_theory(record, ["ours feature head γ=2"])
+    (row,) = clock["rows"]
+    assert (row["name"], row["gamma"], clock["prompts"], clock["repeats"]) == \
+        ("feature head γ=2", 2, 2, 5)
+    assert (row["speedup"], row["speedup_min"], row["speedup_max"]) == \
+        pytest.approx((5 / 3, 1.5, 2.0))
+    assert row["checking_cost"] == pytest.approx(1.3)  # t(3) between 11 and 15 ms: 13 / 10
+    assert row["predicted"] == pytest.approx(predicted_speedup(0.5, 2, 0.1))
+    assert row["predicted_with_checking"] == pytest.approx(1.75 / 1.5)  # (1 + .5 + .25) / (.2 + 1.3)
+    text = format_clock(clock)
+    assert "checking (curve)" in text and "1.67× (1.50–2.00)" in text and "2 prompts" in text
+    assert plot_clock_against_theory(clock).axes  # drawn like a live race
+    with pytest.raises(ValueError, match="no 'ours jacobi block=8' rows"):
+        results.record_against_theory(record, ["ours jacobi block=8"])
+    with pytest.raises(ValueError, match="no forward_latency"):
+        results.record_against_theory({**record, "forward_latency": None}, ["ours feature head γ=2"])
+    with pytest.raises(TypeError, match="a list of method names"):
+        results.record_against_theory(record, "ours feature head γ=2")

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 from ..models.data import DATA_DIR
+from ..theory import predicted_speedup, predicted_with_block_cost, relative_cost
 from .batch import paired_speedup, row_mix
 from .compare import summary_rows
 
@@ -232,6 +233,43 @@ def recorded_speedups(methods, results: Path | None = None) -> list[dict]:
                               "prompts": len({r["prompt_id"] for r in record["rows"]}),
                               "max_new_tokens": record["settings"]["max_new_tokens"]})
     return found
+
+
+def record_against_theory(record: dict, methods, group: str | None = None) -> dict:
+    """A benchmark record's rows for `methods` (full names, e.g. "ours feature head γ=1") set
+    against the theory, in the shape of `specnb.bench.live.clock_against_theory`'s result, so
+    `viz.timing.format_clock` and `plot_clock_against_theory` show a recorded race like a live
+    one. Measured: the speedup over all the prompts' time, its spread the prompts' own lowest
+    and highest. α̂, ĉ, tokens per forward and draft yield: the record's counts. The checking
+    cost t(γ+1)/t(1) is read off the record's own latency curve (a record keeps no per-step
+    times), so both predictions use only what that machine measured."""
+    if isinstance(methods, str):
+        raise TypeError("methods: a list of method names, e.g. ['ours feature head γ=1']")
+    curve = record.get("forward_latency")
+    if not curve:
+        raise ValueError("the record has no forward_latency curve to price the checking forward")
+    summary = {row["method"]: row for row in summary_rows(record, group)}
+    rows = []
+    for name in methods:
+        if name not in summary:
+            raise ValueError(f"no {name!r} rows in the record (it has {sorted(summary)})")
+        line = summary[name]
+        (gamma,) = {r["gamma"] for r in record["rows"] if r["method"] == name}
+        checking = relative_cost(curve, gamma + 1)
+        alpha, c_hat = line["alpha_hat"], line["c_hat"]
+        rows.append({
+            "name": name.removeprefix("ours "), "gamma": gamma,
+            "speedup": line["speedup_vs_ours_ar"], "speedup_min": line["speedup_vs_ours_ar_low"],
+            "speedup_max": line["speedup_vs_ours_ar_high"],
+            "tokens_per_forward": line["tokens_per_forward"], "draft_yield": line["draft_yield"],
+            "alpha_hat": alpha, "c_hat": c_hat, "checking_cost": checking,
+            "predicted": predicted_speedup(alpha, gamma, c_hat),
+            "predicted_with_checking": predicted_with_block_cost(alpha, gamma, c_hat, checking),
+            "identical": line["identical"]})
+    prompts = {r["prompt_id"] for r in record["rows"] if group in (None, r["group"])}
+    return {"record": True, "machine": machine_of(record), "prompts": len(prompts),
+            "repeats": record["settings"]["repeats"],
+            "max_new_tokens": record["settings"]["max_new_tokens"], "rows": rows}
 
 
 def anchor(heading: str) -> str:

@@ -176,9 +176,27 @@ def format_beside(records: dict, group: str = "all") -> str:
 def format_clock(clock: dict) -> str:
     """`specnb.bench.live.clock_against_theory`'s result as a table: counts, α̂, ĉ, the
     checking cost paid in the loop (median, min–max of rounds) and, when measured, the
-    microbenchmark's, the two predictions and the measured speedup (median, min–max)."""
+    microbenchmark's, the two predictions and the measured speedup (median, min–max). A
+    recorded race (`specnb.bench.results.record_against_theory`) shows its curve's checking
+    cost and the speedup over all its prompts (min–max of the prompts' own)."""
     if not clock.get("rows"):
         raise ValueError("clock must be what specnb.bench.live.clock_against_theory returned")
+    if clock.get("record"):
+        lines = [f"{'method':<22}{'tok/fwd':>8}{'draft yield':>12}{'α̂':>7}{'ĉ':>7}"
+                 f"{'checking (curve)':>17}{'Thm 3.8':>9}{'+ checking':>11}"
+                 f"{'measured (prompts)':>21}"]
+        for row in clock["rows"]:
+            lines.append(f"{row['name']:<22}{row['tokens_per_forward']:>8.2f}"
+                         f"{row['draft_yield']:>12.3f}{row['alpha_hat']:>7.3f}{row['c_hat']:>7.3f}"
+                         f"{row['checking_cost']:>17.2f}{row['predicted']:>8.2f}×"
+                         f"{row['predicted_with_checking']:>10.2f}×{row['speedup']:>9.2f}× "
+                         f"({row['speedup_min']:.2f}–{row['speedup_max']:.2f})")
+        lines.append(f"recorded on {clock['machine']}: {clock['prompts']} prompts, up to "
+                     f"{clock['max_new_tokens']} new tokens each, median of {clock['repeats']} "
+                     f"timed round(s); speedup = all autoregressive time / all the method's; "
+                     f"outputs identical to autoregressive: "
+                     f"{'yes' if all(r['identical'] for r in clock['rows']) else 'NO'}")
+        return "\n".join(lines)
     curve = any(row.get("checking_cost_curve", math.nan) == row.get("checking_cost_curve")
                 for row in clock["rows"])  # a microbenchmark value to show beside
     lines = [f"{'method':<22}{'tok/fwd':>8}{'draft yield':>12}{'α̂':>7}{'ĉ':>7}"
@@ -203,7 +221,8 @@ def format_clock(clock: dict) -> str:
 def plot_clock_against_theory(clock: dict, title: str = "") -> Figure:
     """Measured speedup per method (median, bar = min–max over rounds, n = rounds) beside
     Thm 3.8 and the prediction that charges the checking cost the loop paid (t(γ+1)/t(1) in
-    the same rounds)."""
+    the same rounds); for a recorded race (`bench.results.record_against_theory`) the speedup
+    over all its prompts, bar = the prompts' min–max, and its curve's checking cost."""
     rows = clock.get("rows")
     if not rows:
         raise ValueError("clock must be what specnb.bench.live.clock_against_theory returned")
@@ -212,15 +231,19 @@ def plot_clock_against_theory(clock: dict, title: str = "") -> Figure:
     width = 0.27
     axes.bar(x - width, [r["predicted"] for r in rows], width, color="#9cd3a8",
              label="Thm 3.8 (checking costs one forward)")
+    recorded = bool(clock.get("record"))
     axes.bar(x, [r["predicted_with_checking"] for r in rows], width, color="#2a7a3b",
-             label="with the checking cost paid in the loop")
+             label="with the checking cost of the record's curve" if recorded else
+             "with the checking cost paid in the loop")
     medians = [r["speedup"] for r in rows]
     errors = [[m - r["speedup_min"] for m, r in zip(medians, rows)],
               [r["speedup_max"] - m for m, r in zip(medians, rows)]]
+    n = clock["prompts"] if recorded else clock["repeats"]
     bars = axes.bar(x + width, medians, width, yerr=errors, capsize=4, color="#3b6fb6",
-                    label=f"measured: median, bar min–max (n = {clock['repeats']} each)")
+                    label=f"recorded: all prompts, bar = the prompts' min–max (n = {n})"
+                    if recorded else f"measured: median, bar min–max (n = {n} each)")
     for bar, median in zip(bars, medians):
-        axes.annotate(f"n={clock['repeats']}", (bar.get_x() + bar.get_width() / 2, 0.02),
+        axes.annotate(f"n={n}", (bar.get_x() + bar.get_width() / 2, 0.02),
                       ha="center", va="bottom", fontsize=7, color="white")
     axes.axhline(1.0, color="black", linewidth=0.8)
     axes.set_xticks(x, [r["name"] for r in rows], fontsize=8)
