@@ -2,17 +2,19 @@
 `nbgrader autograde` and `nbgrader validate`, and nbgrader's points against `grade`'s.
 
 The end-to-end test lays out a course (`python -m specnb.course.assignments nbgrader-course`),
-releases all eight assignments and autogrades, in one call, five students: the reference solutions
-(full marks on every auto-graded cell), nbgrader's own student versions (zero), a student with a
-plausible mistake in each assignment (`MISTAKEN`), one who imports the library's own residual
-(0 on the cells `specnb.write_yourself` lists: `LibraryUseCheck` at work), one who hides a
-failing check with `set_custom_exc`, and three of tests/test_judge.py's gaming attempts (a
-forged verdict, the library's answer from a thread, the same job under another name): the
-judge runs the test cells, so nbgrader scores what it found. Per auto-graded cell, nbgrader's
-points must be the expected ones and, for the mistakes and the library import, those
-`grade_notebook` gives the same file; test_assignments.py asserts that `grade` gives the
-reference full marks and the student versions zero, so they are not run twice. nbgrader runs
-from this environment's bin without activating it; the course config gives kernels one thread.
+releases all eight assignments and autogrades, in one call: the reference solutions (full marks
+on every auto-graded cell), a student with a plausible mistake in each assignment (`MISTAKEN`:
+nbgrader's own released notebook with some answers written in, so the cells they left score 0
+from the released stubs), one who imports the library's own residual (0 on the cells
+`specnb.write_yourself` lists: `LibraryUseCheck` at work), one who hides a failing check with
+`set_custom_exc`, and three of tests/test_judge.py's gaming attempts (a forged verdict, the
+library's answer from a thread, the same job under another name): the judge runs the test
+cells, so nbgrader scores what it found. Per auto-graded cell, nbgrader's points must be the
+expected ones and, for the mistakes and the library import, those `grade_notebook` gives the
+same file. test_assignments.py asserts that `grade` gives the reference full marks and the
+untouched student versions zero; the mistaken students carry those stubs through nbgrader, so
+an untouched student version is not autograded a second time. nbgrader runs from this
+environment's bin without activating it; the course config gives kernels one thread.
 """
 
 import copy
@@ -266,7 +268,7 @@ def outputs_of(course: pathlib.Path, student: str, name: str, grade_id: str) -> 
                                     as_version=4), grade_id)
 
 
-@pytest.mark.slow  # 29 notebook runs under nbgrader, 9 under `grade`: 3-4 min on 2 busy cores
+@pytest.mark.slow  # 21 notebook runs under nbgrader, 9 under `grade`: ~3 min on 2 busy cores
 @pytest.mark.embedded  # exercise 5 loads the embedded pair
 def test_nbgrader_autograde_agrees_with_grade(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", nbgrader_env()["PATH"])  # for the gradebook read below
@@ -285,10 +287,7 @@ def test_nbgrader_autograde_agrees_with_grade(tmp_path, monkeypatch):
                 for name in NAMES}
     submitted = {}  # (student, assignment) -> (path, test cells that score 0 or None)
     for name in NAMES:
-        points = auto_points(sources[name])
         submitted["reference", name] = (submit(course, "reference", name, sources[name]), set())
-        submitted["released", name] = (submit(course, "released", name, released[name]),
-                                       set(points))
         answers, failing = MISTAKEN[name]
         submitted["mistaken", name] = (
             submit(course, "mistaken", name, answered(released[name], answers)), failing)
@@ -323,18 +322,20 @@ def test_nbgrader_autograde_agrees_with_grade(tmp_path, monkeypatch):
                          for grade_id in points if theirs.get(grade_id) != expected[grade_id]
                          for error in outputs_of(course, student, name, grade_id)
                          if error.output_type == "error"]
-        if student in ("mistaken", "library"):  # test_assignments.py covers the other two
+        if student in ("mistaken", "library"):  # test_assignments.py covers the reference
             ours = our_rows(path, name)
             problems += [f"{student} {name} {grade_id}: nbgrader {theirs[grade_id]}, grade "
                          f"{got} ({message})" for grade_id, (got, message) in ours.items()
                          if theirs.get(grade_id) != got]
     assert not problems, "\n".join(problems)
     # The hand-graded answer, by nbgrader's own rule (utils.py, `determine_grade`): left as
-    # released it scores 0, answered it waits for a person (`grade` lists both as "manual").
+    # released (the mistaken student did not touch it) it scores 0, answered it waits for a
+    # person (`grade` lists both as "manual").
+    assert "ex5-reflection" not in MISTAKEN["05_alpha_c_and_gamma"][0]
     reflection = {student: nbgrader_scores(course, student, "05_alpha_c_and_gamma",
                                            ["ex5-reflection"])["ex5-reflection"]
-                  for student in ("reference", "released")}
-    assert reflection == {"reference": None, "released": 0.0}
+                  for student in ("reference", "mistaken")}
+    assert reflection == {"reference": None, "mistaken": 0.0}
     lap("grade on the mistaken and library notebooks")
     # The library user's voided cells show `grade`'s reason; nbgrader's feedback prints it.
     name, _, voided = LIBRARY
