@@ -1,16 +1,17 @@
 """This machine's checking cost t(k)/t(1) for a model: measured once, then the same everywhere.
 
-Several notebooks price the forward that checks k tokens: eq. (2) in 05, lookahead's wide
-forwards in 07, the race against the theory in 09, the tree quotient in 12. Each measuring its
-own microbenchmark made them disagree on one machine, because such a curve moves by a tenth
-from one run to the next on a shared CPU. `checking_curve(model)` measures it once
-(`specnb.core.latency.measure_forward_latency`: k = 1..9 and a few wider forwards after a
-128-token cached prefix, the k interleaved, the median of 5 after a warm-up) and keeps it in
-`cache_dir()/checking-curve.json`, keyed by what the curve depends on: the device (the CPU
-with its instruction sets, or the GPU), torch and its threads, the model's shape and dtype and
-the matmul path (`specnb.models.fast_path`). Every later call, in any notebook or process,
-returns that same curve; `refresh=True` measures again (for a machine that was busy the first
-time). Notebook 02 teaches the measurement itself; the others read this one curve.
+Several notebooks price the forward that checks k tokens: eq. (2) in 05, the race against the
+theory in 09, the tree quotient in 12. Each measuring its own microbenchmark made them disagree
+on one machine, because such a curve moves by a tenth from one run to the next on a shared CPU.
+`checking_curve(model)` measures it once (`specnb.core.latency.measure_forward_latency`:
+k = 1..9 and a few wider forwards after a 128-token cached prefix, the k interleaved, the median
+of 5 after a warm-up) and keeps it in `cache_dir()/checking-curve.json`, keyed by what the curve
+depends on: the device (the CPU with its instruction sets and the vector kernels torch
+dispatches to, or the GPU), torch and its threads, the model's shape and dtype, the matmul path
+(`specnb.models.fast_path`) and the measurement's own settings. Every later call, in any
+notebook or process, returns that same curve; `refresh=True` measures again (for a machine that
+was busy the first time). Notebook 02 teaches the measurement itself; the others read this one
+curve.
 """
 
 import json
@@ -32,7 +33,7 @@ def curve_key(model) -> str:
     """What the curve depends on (see the module docstring)."""
     parameter = next(model.parameters())
     where = torch.cuda.get_device_name(parameter.device) if parameter.device.type == "cuda" \
-        else "cpu"
+        else f"cpu kernels {torch.backends.cpu.get_cpu_capability()}"  # ATEN_CPU_CAPABILITY
     return (f"{where} | {calibration_key(model)} | {parameter.dtype} "
             f"{getattr(model, 'specnb_cpu_path', 'dense')} | k {list(TOKEN_COUNTS)} after "
             f"{PREFIX_LEN}, median of {REPEATS}")  # a version that measures otherwise: anew
