@@ -127,3 +127,24 @@ def test_plot_law_comparison():
     assert len(ax.patches) == 6 and ax.get_title() == "p against samples"
     assert [t.get_text() for t in ax.get_xticklabels()] == ["x", "y", "z"]
     assert ax.get_ylabel() == "probability"
+
+
+def test_pair_cells_are_drawn_one_patch_per_cell_with_their_probabilities():
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from specnb.viz.distributions import plot_pair_cells
+    law = np.full(2 * 3 + 1, 1 / 7)  # 2 first tokens, 2 second tokens each, then "any other"
+    fig = plot_pair_cells(law, ["'a'", "'b'"], [["'x'", "'y'"], ["'z'", "'w'"]], "cells",
+                          observed=law)
+    (ax,) = fig.axes
+    assert len(ax.patches) == 7
+    texts = [t.get_text() for t in ax.texts]
+    assert "'y'\n0.143 · 0.143" in texts and "any other first token\n0.143 · 0.143" in texts
+    assert "'b'\np = 0.429" in texts  # a first token's row: its three cells
+    plt.close(fig)
+    with pytest.raises(ValueError, match="K1·\\(K2\\+1\\) \\+ 1 cells"):
+        plot_pair_cells(law[:-1], ["'a'", "'b'"], [["'x'", "'y'"], ["'z'", "'w'"]], "cells")
+    with pytest.raises(ValueError, match="one share per cell"):
+        plot_pair_cells(law, ["'a'", "'b'"], [["'x'", "'y'"], ["'z'", "'w'"]], "cells",
+                        observed=law[:3])

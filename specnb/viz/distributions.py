@@ -153,3 +153,56 @@ def plot_law_comparison(labels, laws: dict, title: str):
     ax.tick_params(axis="x", labelrotation=30 if len(labels) > 8 else 0)
     fig.tight_layout()
     return fig
+
+
+def plot_pair_cells(pair_law, first_labels, second_labels, title: str, observed=None):
+    """The cells of the two-token test drawn as a grid: one row per likely first token (its
+    probability beside it), one column per likely second token after it and a last column for
+    any other second token, then one cell for any other first token. Each cell shows its token
+    and its exact probability p(t1) p(t2 | t1), shaded by it; with `observed` (the runs' share
+    per cell, same order) the share is printed under it.
+
+    `pair_law`: `[K1·(K2+1) + 1]` cell probabilities in `specnb.course.pair_law`'s order (row i,
+    column j at i·(K2+1) + j; the lone cell last); `first_labels`: K1 strings;
+    `second_labels`: K1 lists of K2 strings."""
+    law = np.asarray(pair_law, dtype=float)
+    rows, columns = len(first_labels), len(second_labels[0]) + 1 if second_labels else 0
+    if rows == 0 or any(len(s) != columns - 1 for s in second_labels) or \
+            len(second_labels) != rows or law.shape != (rows * columns + 1,):
+        raise ValueError(f"pair_law must hold K1·(K2+1) + 1 cells for {rows} first tokens and "
+                         f"their second-token labels, got {law.shape[0]} cells")
+    shares = None if observed is None else np.asarray(observed, dtype=float)
+    if shares is not None and shares.shape != law.shape:
+        raise ValueError(f"observed must have one share per cell ({law.shape[0]}), got "
+                         f"{shares.shape[0]}")
+    fig, ax = plt.subplots(figsize=(1.55 * columns + 2.2, 0.62 * (rows + 1) + 0.9))
+    shade = plt.get_cmap("Blues")
+    top = law.max()
+
+    def cell(x, y, width, text, index):
+        value = law[index]
+        ax.add_patch(plt.Rectangle((x, y), width, 1, facecolor=shade(0.08 + 0.8 * value / top),
+                                   edgecolor="white", linewidth=2))
+        dark = value / top > 0.55
+        label = f"{text}\n{value:.3f}" + ("" if shares is None else f" · {shares[index]:.3f}")
+        ax.text(x + width / 2, y + 0.5, label, ha="center", va="center", fontsize=7,
+                color="white" if dark else "black")
+
+    for i, first in enumerate(first_labels):
+        y = rows - i
+        for j in range(columns):
+            text = second_labels[i][j] if j < columns - 1 else "any other"
+            cell(j, y, 1, text, i * columns + j)
+        first_p = law[i * columns:(i + 1) * columns].sum()
+        ax.text(-0.08, y + 0.5, f"{first}\np = {first_p:.3f}", ha="right", va="center",
+                fontsize=8)
+    cell(0, 0, columns, "any other first token", rows * columns)
+    ax.set_xlim(-1.1, columns)
+    ax.set_ylim(0, rows + 1)
+    ax.axis("off")
+    ax.set_title(f"{title}\nrows: the first token; columns: the {columns - 1} most likely second "
+                 f"tokens after it, then any other" +
+                 ("; in each cell: exact p · share of the runs" if shares is not None else ""),
+                 fontsize=9)
+    fig.tight_layout()
+    return fig
