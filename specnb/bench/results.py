@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 from ..models.data import DATA_DIR
-from ..theory import predicted_speedup, predicted_with_block_cost, relative_cost
+from ..theory import predicted_with_block_cost, relative_cost
 from .batch import paired_speedup, row_mix
 from .compare import summary_rows
 
@@ -263,7 +263,7 @@ def record_against_theory(record: dict, methods, group: str | None = None) -> di
             "speedup_max": line["speedup_vs_ours_ar_high"],
             "tokens_per_forward": line["tokens_per_forward"], "draft_yield": line["draft_yield"],
             "alpha_hat": alpha, "c_hat": c_hat, "checking_cost": checking,
-            "predicted": predicted_speedup(alpha, gamma, c_hat),
+            "predicted": line["predicted"],  # Thm 3.8 at the record's α̂, γ and ĉ
             "predicted_with_checking": predicted_with_block_cost(alpha, gamma, c_hat, checking),
             "identical": line["identical"]})
     prompts = {r["prompt_id"] for r in record["rows"] if group in (None, r["group"])}

@@ -40,6 +40,14 @@ def curve_key(model) -> str:
             f"{PREFIX_LEN}, median of {REPEATS}")  # a version that measures otherwise: anew
 
 
+def _read(cache_file: Path) -> dict:
+    """The kept curves; none from a missing file, or a torn one (measured again then)."""
+    try:
+        return json.loads(cache_file.read_text()) if cache_file.exists() else {}
+    except (OSError, ValueError):
+        return {}
+
+
 def checking_curve(model, *, refresh: bool = False, cache_file=None) -> dict:
     """`measure_forward_latency`'s result for this machine and model, with "relative"
     ([t(k)/t(1)] per token count), "key" and "cached" (read from the cache, not measured now).
@@ -48,20 +56,14 @@ def checking_curve(model, *, refresh: bool = False, cache_file=None) -> dict:
     in one-token forwards, the same number in every notebook on this machine."""
     cache_file = Path(cache_file) if cache_file is not None else cache_dir() / "checking-curve.json"
     key = curve_key(model)
-    try:
-        cache = json.loads(cache_file.read_text()) if cache_file.exists() else {}
-    except (OSError, ValueError):  # a cache another version wrote, or a torn file: measure again
-        cache = {}
+    cache = _read(cache_file)
     if key in cache and not refresh:
         return {**cache[key], "cached": True}
     curve = measure_forward_latency(model, prefix_len=PREFIX_LEN, token_counts=TOKEN_COUNTS,
                                     repeats=REPEATS)
     one = curve["median_ms"][0]
     curve = {**curve, "relative": [ms / one for ms in curve["median_ms"]], "key": key}
-    try:  # re-read: another process (a second test worker) may have stored its own curve
-        cache = json.loads(cache_file.read_text()) if cache_file.exists() else {}
-    except (OSError, ValueError):
-        cache = {}
+    cache = _read(cache_file)  # again: another process (a test worker) may have stored one
     if key in cache and not refresh:
         return {**cache[key], "cached": True}  # the first stored curve wins: one per machine
     cache[key] = curve
