@@ -211,7 +211,7 @@ def estimate_cost_ratio(result, autoregressive_result=None) -> float:
     return (stats.draft_s / stats.draft_forwards) / (reference.target_s / reference.target_forwards)
 
 
-# Token trees (notebook 12). A shape (w1, w2, ...) is `FeatureDrafter(tree=...)`'s: the head's
+# Token trees (notebook 13). A shape (w1, w2, ...) is `FeatureDrafter(tree=...)`'s: the head's
 # top-w1 guesses at depth 1, then the top-w2 after the best of them, and so on, so a depth is
 # reached only through its parent's best guess. acceptance[d][r - 1] is P(the target's token is
 # among the head's top r at depth d + 1 | depth d + 1 reached), a chain of γ being (1,) * γ.

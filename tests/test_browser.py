@@ -41,7 +41,7 @@ from notebook_cells import cells_the_widgets_need, notebook_cells
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 ARTIFACTS = ROOT / ".ci" / "artifacts" / "browser"
-# A busy 2-core machine: one run of notebook 05 took 55 s, another stalled for minutes while a
+# A busy 2-core machine: one run of a widget notebook took 55 s, another stalled for minutes while a
 # benchmark ran. These bound a hang; a healthy run needs a fraction of them.
 SERVER_START_S = 120
 RUN_ALL_S = 600
@@ -65,9 +65,9 @@ def widget_notebooks() -> list[str]:
 
 
 def test_the_widget_notebooks_are_found():
-    assert {"03_deriving_the_acceptance_rule.ipynb", "05_speculative_decoding.ipynb",
-            "09_timing.ipynb", "11_bending_the_rules.ipynb",
-            "12_token_trees.ipynb"} <= set(widget_notebooks())
+    assert {"03_deriving_the_acceptance_rule.ipynb", "06_when_speculation_pays.ipynb",
+            "10_timing.ipynb", "12_bending_the_rules.ipynb",
+            "13_token_trees.ipynb"} <= set(widget_notebooks())
 
 
 # --- the browser and the server -------------------------------------------------------------

@@ -16,20 +16,20 @@ WRONG = [
     ("book/index.md", "on most hardware that forward costs about the same"),
     ("book/index.md", "outputs of one run on a CPU"),
     # 02 measures the small model's forward as memory-bound (intensity far below the ridge).
-    ("notebooks/09_timing.ipynb", "is not dominated by reading the weights"),
+    ("notebooks/10_timing.ipynb", "is not dominated by reading the weights"),
     # A clipped, noisy reading (the running maximum, at least 1), not a free check.
-    ("notebooks/11_bending_the_rules.ipynb", "paid no more for checking"),
+    ("notebooks/12_bending_the_rules.ipynb", "paid no more for checking"),
     # Fused target layers and a reduced draft vocabulary are EAGLE-3's, not EAGLE's.
-    ("notebooks/10_drafting_from_the_targets_features.ipynb", "(EAGLE, Li et al. 2024)"),
+    ("notebooks/11_drafting_from_the_targets_features.ipynb", "(EAGLE, Li et al. 2024)"),
     ("notebooks/05_speculative_decoding.ipynb", "(EAGLE, Li et al. 2024)"),
     # Algorithm 1 draws from the residual only on a rejection; the library's own reason is told.
-    ("notebooks/11_bending_the_rules.ipynb",
+    ("notebooks/12_bending_the_rules.ipynb",
      "exact acceptance draws a token from the residual over the whole vocabulary every iteration"),
     # Only when the [B, 1] forward is compute-bound too.
-    ("notebooks/08_batched_speculative_decoding.ipynb",
+    ("notebooks/09_batched_speculative_decoding.ipynb",
      "make the forward *compute*-bound, verifying the drafts costs nearly"),
     # The clock agreed on the ranking, not on the sizes.
-    ("notebooks/12_token_trees.ipynb", "The clock agrees on this prompt"),
+    ("notebooks/13_token_trees.ipynb", "The clock agrees on this prompt"),
 ]
 
 

@@ -55,8 +55,8 @@ def test_no_widget_no_cells():
     assert not is_widget_cell("interactive_plot = 1")
 
 
-@pytest.mark.parametrize("name", ["03_deriving_the_acceptance_rule", "05_speculative_decoding",
-                                  "09_timing"])
+@pytest.mark.parametrize("name", ["03_deriving_the_acceptance_rule", "06_when_speculation_pays",
+                                  "10_timing"])
 def test_the_widget_notebooks_run_their_widget_cells_and_skip_some(name):
     cells = notebook_cells(NOTEBOOKS / f"{name}.ipynb")
     needed = cells_the_widgets_need(cells)

@@ -125,6 +125,32 @@ def test_ends_with_summary_exercises_and_references(path):
     assert len(re.findall(r"^\s*\d+\.\s", exercises, flags=re.M)) >= 2, "two or three exercises"
 
 
+# One lesson per notebook: past these bounds a notebook teaches two, and splits where its question
+# changes (as 05, the loop and its law, and 06, its price on the clock).
+MAX_CELLS, MAX_WORDS = 40, 4000
+
+
+def lesson_size(notebook) -> tuple[int, int]:
+    """(cells, words of markdown)."""
+    words = sum(len(source_of(cell).split()) for cell in notebook["cells"]
+                if cell["cell_type"] == "markdown")
+    return len(notebook["cells"]), words
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)
+def test_one_lesson_per_notebook(path):
+    cells, words = lesson_size(load(path))
+    assert cells <= MAX_CELLS and words <= MAX_WORDS, (
+        f"{cells} cells, {words} words of prose: split it where its question changes")
+
+
+def test_the_lesson_bound_catches_two_notebooks_in_one():
+    first, second = (load(path) for path in NOTEBOOKS[4:6])  # 05 and 06, joined again
+    joined = {"cells": first["cells"] + second["cells"]}
+    cells, words = lesson_size(joined)
+    assert cells > MAX_CELLS or words > MAX_WORDS
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS[1:], ids=ids[1:])
 def test_asks_the_learner_to_predict(path):
     """Before a key output: a prompt to predict and an answer hidden until opened."""

@@ -1,4 +1,4 @@
-"""Token trees in numbers (notebook 12): E[accepted] of a shape from the head's acceptance by
+"""Token trees in numbers (notebook 13): E[accepted] of a shape from the head's acceptance by
 rank, its predicted speedup under a measured checking curve, and the ranks read off traces."""
 
 import math

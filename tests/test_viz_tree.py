@@ -1,4 +1,4 @@
-"""specnb.viz.tree: a tree and its mask as pictures (notebook 12), and their bad input."""
+"""specnb.viz.tree: a tree and its mask as pictures (notebook 13), and their bad input."""
 
 import pytest
 import torch

@@ -1,7 +1,7 @@
 """This machine's checking cost t(k)/t(1) for a model: measured once, then the same everywhere.
 
-Several notebooks price the forward that checks k tokens: eq. (2) in 05, Jacobi's and
-lookahead's wide forwards in 07, the race against the theory in 09, the tree quotient in 12. A
+Several notebooks price the forward that checks k tokens: eq. (2) in 06, Jacobi's and
+lookahead's wide forwards in 08, the race against the theory in 10, the tree quotient in 13. A
 microbenchmark of their own in each would make them disagree on one machine, because such a
 curve moves by a tenth from one run to the next on a shared CPU.
 `checking_curve(model)` measures it once (`specnb.core.latency.measure_forward_latency`:

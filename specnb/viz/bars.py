@@ -1,7 +1,7 @@
 """Grouped bars: one group per category, one bar per series, centred on the category's tick.
 
 The one helper behind every grouped bar chart in specnb (the toy laws of notebook 03, the
-per-variant laws of notebook 04, the per-prompt bars of notebooks 06 and 10). It draws into an
+per-variant laws of notebook 04, the per-prompt bars of notebooks 07 and 11). It draws into an
 `Axes` it is given and decides nothing about titles or figure size.
 
 Example: grouped_bars(ax, ["a", "b"], {"p": [0.5, 0.5], "q": [0.9, 0.1]}) draws two pairs of bars.

@@ -10,7 +10,7 @@ average, where autoregressive decoding would emit one per forward. So
 and the method breaks even at the α where E[tokens per iteration] = γ c + t(γ+1)/t(1).
 
 Pure functions of numbers: `break_even_alpha`, `speedup_numbers` and `format_numbers` give the
-numbers, `plot_break_even` and `plot_speedup_panel` draw them (notebook 05's figure and widget).
+numbers, `plot_break_even` and `plot_speedup_panel` draw them (notebook 06's figure and widget).
 Nothing here runs a model or times anything; the measured c, α̂ and t(k) come from the caller.
 
 Example: γ = 1, c = 0.1, checking cost 1.6 -> 1 + α = 1.7, break-even α = 0.7.

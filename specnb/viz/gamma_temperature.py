@@ -1,4 +1,4 @@
-"""The γ / temperature widget of notebook 09: predicted speedup along cheap, precomputed curves.
+"""The γ / temperature widget of notebook 10: predicted speedup along cheap, precomputed curves.
 
 `speedup_curves` turns three measurements into a grid over γ and temperature: α̂(T) (the mean
 overlap Σ min(p_T, q_T) at each temperature, `specnb.bench.live.overlap_by_temperature`), the

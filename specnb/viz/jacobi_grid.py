@@ -3,7 +3,7 @@ position; dark green emitted, light green right but not yet provable, red wrong.
 
 `jacobi_grid` computes it from a `specnb.jacobi` result; `plot_jacobi_grid` draws it alone and
 `plot_jacobi_convergence` with a bar of tokens emitted per step beside it (when every step emits
-one token that bar says nothing, so notebook 07 prints the count and draws the grid alone).
+one token that bar says nothing, so notebook 08 prints the count and draws the grid alone).
 It runs no model and returns a Figure without showing it.
 """
 

@@ -9,7 +9,7 @@ not change places while the slider moves. `plot_residual` draws those bars besid
 Σ min(p, q) against T, with a marker at the chosen T.
 
 `plot_typical_law` draws, at the same position, the law the lossy typical acceptance emits
-(`specnb.core.typical.typical_law`, notebook 11's slider) beside p and q.
+(`specnb.core.typical.typical_law`, notebook 12's slider) beside p and q.
 
 Pure: data or a matplotlib Figure, nothing printed, no model run (the logits come in as tensors).
 Example: identical logits -> p = q, residual all zero, acceptance 1 at every temperature.

@@ -1,4 +1,4 @@
-"""Token-level views of decoding traces: notebooks 05 (speculative), 06 (lookup), 07 (Jacobi).
+"""Token-level views of decoding traces: notebooks 05 (speculative), 07 (lookup), 08 (Jacobi).
 
 Text and HTML renderings of `GenerationResult.trace` (what was drafted, accepted and emitted,
 and why), where a prompt-lookup draft was copied from, how Jacobi guesses converge, and the

@@ -1,4 +1,4 @@
-"""Token trees as pictures (notebook 12): the tree a drafter proposed, and the mask that scores it.
+"""Token trees as pictures (notebook 13): the tree a drafter proposed, and the mask that scores it.
 
 `plot_tree(labels, parents, statuses)` draws the pending token at the left and each node one
 column further right than its parent, coloured by what verification did with it (kept,

@@ -7,7 +7,7 @@ with status "accepted", "rejected" or "unverified"):
 
 - `conditional[i]`: P(draft position i is accepted | it was reached), accepted / reached, where
   position i is reached when the i drafts before it were accepted (status not "unverified");
-  NaN where no step reached it. This is what decides how far a block gets (notebook 10).
+  NaN where no step reached it. This is what decides how far a block gets (notebook 11).
 - `per_draft[i]`: vLLM's "per-position acceptance rate": among the steps that drafted anything
   (a "draft" in vLLM's words), the share that accepted more than i tokens. What a serving
   engine logs, so a course figure can be set beside a production one.

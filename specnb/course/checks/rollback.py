@@ -2,7 +2,7 @@
 
     rollback_mask(valid, num_tokens) -> valid after the rollback, [B, S] bool
 
-A batch's rows share one cache of S slots (`specnb.core.BatchedCachedLM`, notebook 08); `valid
+A batch's rows share one cache of S slots (`specnb.core.BatchedCachedLM`, notebook 09); `valid
 [B, S]` says which slots hold a real token of each row. Rolling row b back by `num_tokens[b]`
 marks its last `num_tokens[b]` *real* slots invalid; earlier rollbacks left holes (False slots
 between real ones), which do not count. The check compares the student's mask with the

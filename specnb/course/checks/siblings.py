@@ -1,4 +1,4 @@
-"""Checks for assignment 8, part 2: trying a node's siblings in a token tree (notebook 12).
+"""Checks for assignment 8, part 2: trying a node's siblings in a token tree (notebook 13).
 
     try_siblings(p, candidates, generator) -> the emitted token id
     siblings_are_exact(sampler, p, candidates, generator) -> bool

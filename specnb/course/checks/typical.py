@@ -1,4 +1,4 @@
-"""Checks for assignment 8, part 1: the output law of typical acceptance (notebook 11).
+"""Checks for assignment 8, part 1: the output law of typical acceptance (notebook 12).
 
     typical_law(p, q, posterior_threshold, posterior_alpha) -> [V], the law of the emitted token
 
