@@ -99,24 +99,6 @@ def test_plot_speedup_panel_marks_the_setting():
     plt.close(fig)
 
 
-def test_plot_speedup_check_carries_n_and_the_measured_ratio():
-    seconds = {"autoregressive": [1.0, 1.1, 0.9, 1.0, 1.2], "head": [2.0, 2.0, 1.8, 2.2, 2.0]}
-    fig = breakeven.plot_speedup_check(seconds, {"Thm 3.8": 1.1, "with checking cost": 0.6},
-                                       baseline="autoregressive")
-    left, right = fig.axes
-    texts = [t.get_text() for t in left.texts]
-    assert texts.count("n=5") == 2
-    assert "n=5" in [t.get_text() for t in right.texts]
-    heights = [bar.get_height() for bar in right.patches]
-    assert heights == pytest.approx([1.1, 0.6, 0.5])  # median of per-repeat ratios
-    plt.close(fig)
-
-
-def test_plot_speedup_check_bad_input():
-    with pytest.raises(ValueError, match="baseline"):
-        breakeven.plot_speedup_check({"a": [1.0]}, {}, baseline="autoregressive")
-
-
 def test_plot_tokens_per_iteration():
     points = [{"alpha_hat": 0.5, "counts": [1, 2, 2, 3]}, {"alpha_hat": 0.9, "counts": [5, 4, 5]}]
     fig = breakeven.plot_tokens_per_iteration(points, 3, drafts={"head": {

@@ -105,7 +105,9 @@ def lab(tmp_path_factory, browser):
            "JUPYTERLAB_SETTINGS_DIR": str(home / "settings"),
            "JUPYTERLAB_WORKSPACES_DIR": str(home / "workspaces"),
            "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
-           "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
+           "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+           # The kernels draw the live widgets; the static frames are for saved pages only.
+           "SPECNB_PANEL_FRAMES": "0"}
     port, token = free_port(), os.urandom(16).hex()
     command = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1",
                f"--port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
@@ -162,7 +164,7 @@ def notebook_state(page) -> dict:
     return page.evaluate(NOTEBOOK_STATE_JS)
 
 
-def wait_until(predicate, timeout_s: float, what: str, poll_s: float = 1.0):
+def wait_until(predicate, timeout_s: float, what: str, poll_s: float = 0.25):
     deadline = time.monotonic() + timeout_s
     while True:
         value = predicate()

@@ -69,7 +69,7 @@ def loop_reads(monkeypatch, target, drafter, ids, **kwargs):
         seen["reads"], seen["iterations"] = reads, run.step
 
     monkeypatch.setattr(loop, "speculate", counted)
-    specnb.speculative(target, drafter, ids, max_new_tokens=40, **kwargs)
+    specnb.speculative(target, drafter, ids, max_new_tokens=28, **kwargs)  # > 5 iterations each
     monkeypatch.setattr(loop, "speculate", speculate)
     return seen["reads"], seen["iterations"]
 

@@ -73,6 +73,20 @@ def test_the_bundle_holds_the_widget_the_frames_and_a_note():
     assert "running kernel" in bundle["text/plain"]
 
 
+def test_a_session_that_saves_nothing_can_skip_the_frames(monkeypatch):
+    drawn = []
+    panel = Panel(lambda height: drawn.append(height) or bar(height),
+                  {"height": Slider("height", 0.0, 2.0, 0.1, 1.0, frames=(0.5, 2.0))})
+    monkeypatch.setenv("SPECNB_PANEL_FRAMES", "0")
+    bundle = panel._repr_mimebundle_()
+    assert WIDGET_VIEW in bundle and "running kernel" in bundle["text/html"]
+    live_draws = len(drawn)  # the widget's own first draw, if it makes one
+    assert "specnb-frames-data" not in bundle["text/html"] and live_draws <= 1
+    monkeypatch.setenv("SPECNB_PANEL_FRAMES", "1")
+    assert "specnb-frames-data" in panel._repr_mimebundle_()["text/html"]
+    assert len(drawn) == 2 * live_draws + 3  # and now the three frames (0.5, 1.0, 2.0)
+
+
 @pytest.mark.parametrize("make, message", [
     (lambda: Slider("x", 0, 1, 0.1, 2), "low <= value <= high"),
     (lambda: Slider("x", 0, 1, 0, 0.5), "step > 0"),

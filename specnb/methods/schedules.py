@@ -10,7 +10,7 @@ of a batch adapt separately.
   accepted, γ −= 1 (never below 1) otherwise.
 - `CostAwareGamma(cost_ratio, checking)`: each iteration, the row's running acceptance estimate
   α̂ and the *measured* costs pick γ* = argmax_γ E[tokens](α̂, γ) / (γ ĉ + t(γ+1)/t(1)), the
-  speedup formula of notebook 10 (Thm 3.8 with the checking cost). `CostAwareGamma.measure`
+  speedup formula of notebook 06, eq. (2) (Thm 3.8 with the checking cost). `CostAwareGamma.measure`
   measures ĉ and t(k)/t(1) once on the machine at hand.
 
 Nothing here runs the loop; the loop still caps γ by each row's budget and drafter.

@@ -154,48 +154,6 @@ def plot_speedup_panel(alpha: float, cost_ratio: float, gamma: int, checking_cos
     return fig
 
 
-def label_bars(ax, bars, counts) -> None:
-    """Write n = count above each bar (the sample each bar rests on)."""
-    for bar, count in zip(bars, counts):
-        ax.annotate(f"n={int(count)}", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
-                    xytext=(0, 2), textcoords="offset points", ha="center", va="bottom",
-                    fontsize=8)
-
-
-def plot_speedup_check(seconds: dict, predicted: dict, baseline: str):
-    """Predict, then check. Left: wall time per method, median bar with min–max whiskers and
-    n repeats written on it. Right: the predicted speedups (`predicted`: label -> ×) beside the
-    measured one (per repeat: the baseline's time over the other's; median, min–max)."""
-    names = list(seconds)
-    others = [name for name in names if name != baseline]
-    if baseline not in seconds or len(others) != 1:
-        raise ValueError(f"seconds must hold the baseline {baseline!r} and one other method, "
-                         f"got {names}")
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.8))
-    medians = [float(np.median(seconds[name])) for name in names]
-    errors = [[m - min(seconds[n]) for m, n in zip(medians, names)],
-              [max(seconds[n]) - m for m, n in zip(medians, names)]]
-    bars = left.bar(names, medians, yerr=errors, capsize=5, color=["#999", "#2a7"])
-    label_bars(left, bars, [len(seconds[name]) for name in names])
-    left.set(title="Wall time (median, whiskers min–max)", ylabel="seconds per generation")
-    ratios = np.array(seconds[baseline]) / np.array(seconds[others[0]])
-    labels = list(predicted) + ["measured"]
-    values = list(predicted.values()) + [float(np.median(ratios))]
-    bars = right.bar(labels, values, color=["#bbb"] * len(predicted) + ["#2a7"],
-                     yerr=[[0] * len(predicted) + [values[-1] - ratios.min()],
-                           [0] * len(predicted) + [ratios.max() - values[-1]]], capsize=5)
-    for bar, value in zip(bars, values):
-        right.annotate(f"{value:.2f}×", (bar.get_x() + bar.get_width() / 2, 0.02),
-                       ha="center", va="bottom", fontsize=8)
-    label_bars(right, bars[-1:], [len(ratios)])
-    right.axhline(1.0, color="black", linewidth=0.8)
-    right.set(title=f"Speedup of {others[0]} over {baseline}",
-              ylabel="speedup (×)")
-    right.tick_params(axis="x", labelsize=8)
-    fig.tight_layout()
-    return fig
-
-
 def plot_tokens_per_iteration(points: list, gamma: int, drafts: dict | None = None):
     """Tokens per iteration against α: each point of `points` ({"alpha_hat", "counts"}: the
     emitted count of each iteration) as mean ± 2 standard errors with its n, against

@@ -18,6 +18,10 @@ display with two faces:
 
 `draw(**values)` returns a Figure, a string, or (string, Figure). The frames are every
 combination of the sliders' `frames` values (at most `MAX_FRAMES`): choose few per slider.
+
+Drawing the frames takes a few seconds a panel. A live session whose outputs will not be saved
+for a static page can skip them with the environment variable `SPECNB_PANEL_FRAMES=0`: the
+static face is then the note alone (the browser test sets it; `make notebooks` must not).
 """
 
 import base64
@@ -25,6 +29,7 @@ import html
 import io
 import itertools
 import json
+import os
 from dataclasses import dataclass
 
 MAX_FRAMES = 64
@@ -226,6 +231,10 @@ class Panel:
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         bundle = self.live()._repr_mimebundle_()
-        bundle["text/html"] = self.static_html()
+        if os.environ.get("SPECNB_PANEL_FRAMES", "1") == "0":  # nothing saved: no frames
+            bundle["text/html"] = (f'<div class="specnb-frames-note">{html.escape(KERNEL_NOTE)}'
+                                   f'</div>')
+        else:
+            bundle["text/html"] = self.static_html()
         bundle["text/plain"] = "[sliders: " + KERNEL_NOTE[2:] + "]"
         return bundle
