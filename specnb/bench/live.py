@@ -1,4 +1,4 @@
-"""One prompt, run live: the numbers behind notebooks 05, 06, 10, 11 and 13 and their widgets.
+"""One prompt, run live: the numbers behind notebooks 01, 05, 06 and 10 and their widgets.
 
 `speculative_summary` runs `specnb.speculative` once and counts what its trace shows (tokens
 per iteration, draft yield, per-position acceptance, α̂ and the eq. 1 prediction); `race` times

@@ -1,9 +1,9 @@
 """This machine's checking cost t(k)/t(1) for a model: measured once, then the same everywhere.
 
-Several notebooks price the forward that checks k tokens: eq. (2) in 06, Jacobi's and
-lookahead's wide forwards in 08, the race against the theory in 10, the tree quotient in 13. A
-microbenchmark of their own in each would make them disagree on one machine, because such a
-curve moves by a tenth from one run to the next on a shared CPU.
+Several notebooks price the forward that checks k tokens: eq. (2) and break-even in 06,
+Jacobi's and lookahead's wide forwards in 08, the γ and temperature widget in 10, the tree
+quotient in 13. A microbenchmark of their own in each would make them disagree on one machine,
+because such a curve moves by a tenth from one run to the next on a shared CPU.
 `checking_curve(model)` measures it once (`specnb.core.latency.measure_forward_latency`:
 k = 1..9 and a few wider forwards after a 128-token cached prefix, the k interleaved, the median
 of 5 after a warm-up) and keeps it in `cache_dir()/checking-curve.json`, keyed by what the curve

@@ -1,4 +1,4 @@
-"""The timing notebook's pieces: latency curves side by side, speedup against γ, the race's table.
+"""Timing pieces: latency curves side by side, speedup against γ, a race's table and figure.
 
 `plot_latency_curves` overlays forward-latency measurements (`specnb.core.latency`) from several
 devices, absolute and relative to one token per forward. `gamma_table` and
@@ -7,7 +7,8 @@ our speculative loop and of transformers' assisted generation at each γ, the pr
 γ from that run's α̂ and ĉ, and the whole predicted curve from the pooled α̂ and ĉ.
 `format_race` lays out what `specnb.bench.live.race` measured on one prompt;
 `format_clock` and `plot_clock_against_theory` what `specnb.bench.live.clock_against_theory`
-measured (repeats, their spread, beside the predictions). `load_records` finds recorded results
+measured (repeats, their spread, beside the predictions: notebook 06's live race) or a record
+replays (`specnb.bench.results.record_against_theory`: notebook 11). `load_records` finds recorded results
 (e.g. `bench-gpu*.json`). `relative_cost` and `predicted_with_block_cost` put the measured cost
 of a (γ+1)-token target forward back into Thm 3.8, which assumes it equals a one-token forward.
 
