@@ -25,17 +25,13 @@ OLDEST := $(VENV)/transformers-$(OLDEST_TRANSFORMERS)
 SPECULATORS_VERSION := 0.9.0
 SPECULATORS := $(VENV)/speculators-$(SPECULATORS_VERSION)
 
-.PHONY: run test test-fast test-portability lab book setup calibrate-one-thread clean
+.PHONY: run test test-fast test-portability lab book setup clean
 
 # Everything: the package with all its extras, the embedded model, the oldest transformers
 # that `make test` also runs the cache and loop tests on, and speculators for the export's
 # checks. Once the package is in, the rest are independent: `make -j3 setup` (as .ci/run does)
-# fetches them side by side, and settles this CPU's choices for the tests' one thread on the
-# core the downloads leave free (`make test` then finds them settled).
-setup: $(PREPARED) $(EXTRA)test $(OLDEST) $(SPECULATORS) calibrate-one-thread
-
-calibrate-one-thread: $(PREPARED)
-	OMP_NUM_THREADS=1 $(PY) -m specnb --calibrate
+# fetches them side by side.
+setup: $(PREPARED) $(EXTRA)test $(OLDEST) $(SPECULATORS)
 
 $(READY): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -64,8 +60,7 @@ TEST_WORKERS ?= auto
 PARALLEL := OMP_NUM_THREADS=1 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # Each worker runs one torch thread: `--calibrate` first settles this CPU's choices for one
-# thread while nothing else runs (the workers, busy side by side, never would: specnb/__main__.py);
-# where `make setup` settled them already it only reads them back.
+# thread while nothing else runs (the workers, busy side by side, never would: specnb/__main__.py).
 # The cache and loop tests also run on the oldest transformers, as one test of the same run
 # (tests/test_oldest_transformers.py).
 test: $(PREPARED) $(EXTRA)test $(OLDEST) $(SPECULATORS)
