@@ -2,7 +2,7 @@
 
     python -m specnb.export DIR                      # vLLM and SGLang, one directory
     python -m specnb.export DIR --layout speculators # Red Hat's speculators format
-    python -m specnb.export DIR --head PATH          # a head other than data/head
+    python -m specnb.export DIR --head PATH          # a head other than data/engines_head
 
 `FeatureHead` is EAGLE-3's draft layer: `fc` over three target layers' residual streams, one
 Llama decoder layer whose attention reads [normed embedding; normed features] (2H wide) with the
@@ -29,8 +29,10 @@ the verifier (speculators/models/eagle3).
 
 Only a head in the engines' layout exports: exactly three target layers (vLLM builds `fc` for
 3), each an index the engines capture, and no per-layer norm before `fc` (specnb's default head
-has one, `HeadConfig.feature_norms`; no engine does). The layer ids are written in both
-engines' conventions: vLLM's top-level `eagle_aux_hidden_state_layer_ids` are transformers'
+has one, `HeadConfig.feature_norms`; no engine does). The embedded `data/engines_head` is such
+a head, trained by `train_head --layout engines`, and what this command exports by default: the
+checkpoint is the head specnb runs, not a conversion of another. The layer ids are written in
+both engines' conventions: vLLM's top-level `eagle_aux_hidden_state_layer_ids` are transformers'
 `hidden_states` indices, SGLang's `eagle_config.eagle_aux_hidden_state_layer_ids` one less.
 The directory is written beside its final place and renamed at the end: a failed export leaves
 nothing behind.
@@ -184,7 +186,8 @@ def main(argv=None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out", type=Path, help="the folder to write (new, or empty)")
     parser.add_argument("--head", type=Path, default=None,
-                        help="a saved feature head (default: the embedded one, data/head)")
+                        help="a saved feature head in the engines' layout (default: the "
+                             "embedded one, data/engines_head)")
     parser.add_argument("--layout", choices=LAYOUTS, default="engines",
                         help="engines: one folder vLLM and SGLang load; speculators: the "
                              "speculators format, the target named as verifier "
@@ -198,10 +201,10 @@ def main(argv=None) -> int:
     if args.head is not None and not (args.head / "config.json").is_file():
         parser.error(f"--head {args.head}: no saved head there (config.json missing)")
     from .drafters.feature import FeatureDrafter
-    from .models.pairs import EMBEDDED_HEAD, load_model
+    from .models.pairs import EMBEDDED_ENGINES_HEAD, load_model
 
     target, _ = load_model(device="cpu", cpu_path="dense")
-    head = FeatureDrafter.from_pretrained(args.head or EMBEDDED_HEAD, target).head
+    head = FeatureDrafter.from_pretrained(args.head or EMBEDDED_ENGINES_HEAD, target).head
     try:
         out = export_eagle3(head, target.config, args.out, args.layout, args.verifier,
                             args.speculative_tokens)

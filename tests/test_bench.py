@@ -12,6 +12,7 @@ import pytest
 
 import specnb
 from specnb.bench import compare as bench
+from specnb.models.pairs import EMBEDDED_ENGINES_HEAD
 from specnb.viz.speedups import (per_prompt_speedups, plot_per_prompt_speedups, plot_speedups,
                                   speculative_by_gamma)
 from specnb.viz.timing import plot_speedup_vs_gamma
@@ -187,13 +188,14 @@ def test_prompt_selection():
 @pytest.fixture(scope="module")
 def adaptive(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench") / "adaptive.json"
-    bench.main(["--methods", "ours feature head", "ours mixed", "--head-gammas", "1",
+    bench.main(["--methods", "ours feature head", "ours engines head", "ours mixed",
+                "--head-gammas", "1",
                 "--gammas", "2", "--acceptance", "exact", "typical", "--schedules", "fixed",
                 "heuristic", "cost-aware", "--head-trees", "2,1", "--head-int8-trees", "2,1",
                 "--trim", "--head-int8-gammas", "1",
                 "--head-dynamic", "3,2,2", "--head-int8-dynamic", "3,2,2",
                 "--mixed", "2", "--mixed-int8", "2", "--prompts",
-                "1", "--max-new-tokens", "8",
+                "1", "--max-new-tokens", "8", "--engines-head", str(EMBEDDED_ENGINES_HEAD),
                 "--warmup", "0",
                 "--repeats", "1", "--device", "cpu", "--latency-counts", "1", "2",
                 "--out", str(out)])
@@ -203,8 +205,8 @@ def adaptive(tmp_path_factory):
 @bench_run
 def test_acceptance_rules_and_gamma_schedules_are_benchmarked(adaptive):
     lines = {line["method"]: line for line in adaptive["summary"]["all"]}
-    heads = {f"ours feature head γ={g}{rule}" for g in ("1", "heuristic", "cost-aware")
-             for rule in ("", " typical")}
+    heads = {f"ours {head} γ={g}{rule}" for head in ("feature head", "engines head")
+             for g in ("1", "heuristic", "cost-aware") for rule in ("", " typical")}
     assert set(lines) == heads | {"ours autoregressive", "HF generate",
                                   "ours feature head tree=2,1", "ours feature head dynamic=3,2,2",
                                   "ours feature head int8 tree=2,1", "ours feature head int8 γ=1",
@@ -217,6 +219,17 @@ def test_acceptance_rules_and_gamma_schedules_are_benchmarked(adaptive):
     assert lines["ours feature head γ=heuristic"]["mean_gamma"] >= 1.0
     assert math.isnan(lines["ours feature head γ=cost-aware"]["predicted"])  # no single γ
     assert adaptive["settings"]["acceptance"] == ["exact", "typical"]
+    # The engines' layout drafts other tokens than the default head: its own trace, same output.
+    assert lines["ours engines head γ=1"]["mean_gamma"] == 1.0
+
+
+def test_a_second_head_needs_a_saved_head_and_a_gamma(tmp_path, capsys):
+    for argv, message in ((["--engines-head", str(tmp_path)], "no saved head there"),
+                          (["--engines-head", str(EMBEDDED_ENGINES_HEAD), "--head-gammas"],
+                           "give at least one")):
+        with pytest.raises(SystemExit):
+            bench.parse_args(argv)
+        assert message in capsys.readouterr().err
 
 
 def test_cost_aware_needs_the_one_token_latency(capsys):

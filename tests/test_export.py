@@ -8,6 +8,9 @@
 - The speculators layout loads in speculators' own Eagle3 model (installed for the tests only,
   `--no-deps`, in its own folder: the Makefile's SPECULATORS, run in a fresh interpreter), whose
   draft logits on the same target hidden states equal specnb's head's.
+- The embedded engines-layout head (data/engines_head), the one the command exports by default,
+  passes the same rules for the real 30-layer target, and speculators' model reproduces its
+  draft logits on the target's own hidden states.
 - Bad input gets a clear error and leaves nothing behind.
 """
 
@@ -25,6 +28,7 @@ from transformers import DynamicCache
 
 from specnb import export
 from specnb.drafters.head import FeatureHead, HeadConfig
+from specnb.models.pairs import EMBEDDED_ENGINES_HEAD, EMBEDDED_HEAD
 
 from eagle3_loaders import LoadError, sglang_load, vllm_load
 
@@ -149,19 +153,14 @@ def specnb_logits(head, features, ids):
     return out.logits
 
 
-@pytest.mark.slow  # a fresh interpreter importing speculators and transformers: ~10 s
-def test_speculators_own_model_loads_the_export_and_agrees(tmp_path):
+def speculators_logits(tmp_path, head, target_config, features, ids) -> dict:
+    """speculators' own Eagle3 model on `head` exported in its layout: its logits and d2t."""
     folder = os.environ.get("SPECNB_SPECULATORS")
     if not folder:
         pytest.skip(f"run by `make test`, which installs speculators {SPECULATORS} (--no-deps) "
                     f"and names its folder in SPECNB_SPECULATORS")
     assert (Path(folder) / "speculators").is_dir(), f"no speculators in {folder}: `make setup`"
-    head = engine_head(seed=1)
-    out = export.export_eagle3(head, TARGET, tmp_path / "spec", "speculators")
-    generator = torch.Generator().manual_seed(2)
-    width = 9
-    features = torch.randn(1, width, 3, TARGET.hidden_size, generator=generator) * 3
-    ids = torch.randint(0, TARGET.vocab_size, (1, width), generator=generator)
+    out = export.export_eagle3(head, target_config, tmp_path / "spec", "speculators")
     torch.save({"hidden_states": features.flatten(-2), "input_ids": ids}, tmp_path / "in.pt")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(Path(folder).resolve())] + [p for p in os.environ.get("PYTHONPATH", "").split(
@@ -170,7 +169,17 @@ def test_speculators_own_model_loads_the_export_and_agrees(tmp_path):
                            str(out), str(tmp_path / "in.pt"), str(tmp_path / "out.pt")],
                           env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-4000:]
-    theirs = torch.load(tmp_path / "out.pt")
+    return torch.load(tmp_path / "out.pt")
+
+
+@pytest.mark.slow  # a fresh interpreter importing speculators and transformers: ~10 s
+def test_speculators_own_model_loads_the_export_and_agrees(tmp_path):
+    head = engine_head(seed=1)
+    generator = torch.Generator().manual_seed(2)
+    width = 9
+    features = torch.randn(1, width, 3, TARGET.hidden_size, generator=generator) * 3
+    ids = torch.randint(0, TARGET.vocab_size, (1, width), generator=generator)
+    theirs = speculators_logits(tmp_path, head, TARGET, features, ids)
     ours = specnb_logits(head, features, ids)
     assert torch.equal(theirs["d2t"], head.draft_to_target - torch.arange(40))
     assert torch.allclose(theirs["logits"], ours, atol=1e-4, rtol=1e-4), \
@@ -180,6 +189,37 @@ def test_speculators_own_model_loads_the_export_and_agrees(tmp_path):
     normed = engine_head(seed=1, feature_norms=True)
     normed.load_state_dict(head.state_dict(), strict=False)
     assert not torch.allclose(specnb_logits(normed, features, ids), ours, atol=1e-2)
+
+
+@pytest.fixture(scope="module")
+def embedded_engines_head():
+    """The embedded target and the engines-layout head it ships (data/engines_head)."""
+    from specnb.drafters import FeatureDrafter
+    from specnb.models.loading import chat_ids, load_model
+
+    target, tokenizer = load_model(device="cpu", cpu_path="dense")
+    head = FeatureDrafter.from_pretrained(EMBEDDED_ENGINES_HEAD, target).head
+    ids = chat_ids(tokenizer, "Name three uses of a paperclip.")
+    with torch.no_grad():
+        hidden = target(ids, output_hidden_states=True).hidden_states
+    # Entry t = (F_t, x_{t+1}): the target's layers at t beside the token after it.
+    features = torch.stack([hidden[k][:, :-1] for k in head.config.feature_layers], dim=2)
+    return target, head, features, ids[:, 1:]
+
+
+@pytest.mark.slow
+@pytest.mark.embedded
+def test_the_embedded_engines_head_is_what_speculators_computes(tmp_path, embedded_engines_head):
+    """The exported checkpoint is the head specnb runs: speculators' model, given the target's
+    own hidden states at layers 2, 15 and 27, returns specnb's draft logits."""
+    target, head, features, ids = embedded_engines_head
+    theirs = speculators_logits(tmp_path, head, target.config, features, ids)
+    ours = specnb_logits(head, features, ids)
+    offsets = head.draft_to_target - torch.arange(len(head.draft_to_target))
+    assert torch.equal(theirs["d2t"], offsets)
+    assert torch.allclose(theirs["logits"], ours, atol=1e-3, rtol=1e-3), \
+        (theirs["logits"] - ours).abs().max()
+    assert torch.equal(theirs["logits"].argmax(-1), ours.argmax(-1))
 
 
 @pytest.mark.parametrize("changes, message", [
@@ -212,9 +252,23 @@ def test_an_existing_folder_is_kept_and_a_failed_write_leaves_nothing(tmp_path, 
 
 
 @pytest.mark.embedded
-def test_the_command_refuses_the_default_head_with_the_reason(tmp_path):
-    """The embedded head norms each layer and reads layer 30: the command says so, exit 2."""
-    done = subprocess.run([sys.executable, "-m", "specnb.export", str(tmp_path / "out")],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 2 and "feature_norms=False" in done.stderr, done.stderr[-2000:]
-    assert not (tmp_path / "out").exists()
+def test_the_command_exports_the_engines_head_and_refuses_the_default(tmp_path, capsys,
+                                                                     embedded_engines_head):
+    """`python -m specnb.export DIR` writes data/engines_head, which both engines' rules load
+    for the real 30-layer target; the default head (normed layers, layer 30) is refused with
+    the reason (exit 2), and nothing is written."""
+    target, head, *_ = embedded_engines_head
+    assert export.main([str(tmp_path / "out")]) == 0
+    tensors = load_file(tmp_path / "out" / "model.safetensors")
+    config = json.loads((tmp_path / "out" / "config.json").read_text())
+    vllm = vllm_load(tensors, config, target.config.num_hidden_layers)
+    sglang = sglang_load(tensors, config, target.config.num_hidden_layers)
+    assert sglang["dropped"] == [] and sglang["missing"] == []
+    for engine in (vllm, sglang):
+        assert torch.equal(engine["draft_to_target"], head.draft_to_target)
+        assert engine["hidden_states"] == [2, 15, 27] == list(head.config.feature_layers)
+    assert torch.equal(tensors["fc.weight"], head.fc.weight.detach())
+    with pytest.raises(SystemExit) as stop:
+        export.main([str(tmp_path / "refused"), "--head", str(EMBEDDED_HEAD)])
+    assert stop.value.code == 2 and "feature_norms=False" in capsys.readouterr().err
+    assert not (tmp_path / "refused").exists()

@@ -144,6 +144,29 @@ def test_save_and_load_round_trip(setup, tmp_path):
         FeatureDrafter.from_pretrained(tmp_path / "missing", target)
 
 
+def test_an_lm_head_at_its_start_is_left_out_and_rebuilt_bit_for_bit(setup, tmp_path):
+    """The LM head starts as the target's rows of the draft vocabulary and stays frozen unless
+    trained: saved as it started, it is the target's and is not stored; trained, it is."""
+    from safetensors.torch import load_file
+
+    target, *_ = setup
+    drafter = random_head(target, seed=5)
+    head = drafter.head
+    with torch.no_grad():
+        head.lm_head.weight.copy_(target.get_input_embeddings().weight[head.draft_to_target])
+    drafter.save_pretrained(tmp_path / "start")
+    assert "lm_head.weight" not in load_file(tmp_path / "start" / "model.safetensors")
+    loaded = FeatureDrafter.from_pretrained(tmp_path / "start", target).head
+    assert torch.equal(loaded.lm_head.weight, head.lm_head.weight.to(torch.bfloat16).float())
+    with torch.no_grad():
+        head.lm_head.weight[0, 0] += 1.0  # trained (--train-lm-head): its own, so stored
+    drafter.save_pretrained(tmp_path / "trained")
+    stored = load_file(tmp_path / "trained" / "model.safetensors")["lm_head.weight"]
+    assert torch.equal(stored, head.lm_head.weight.to(torch.bfloat16))
+    loaded = FeatureDrafter.from_pretrained(tmp_path / "trained", target).head
+    assert torch.equal(loaded.lm_head.weight, stored.float())
+
+
 def test_steps_without_drafts_cost_the_head_nothing_and_it_catches_up_exactly(setup):
     """γ = 0 steps (a disabled batch, a cost-aware schedule) feed the head nothing; the entries
     wait and go in with the next proposal, which then equals one computed from scratch."""

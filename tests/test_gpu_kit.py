@@ -274,10 +274,11 @@ def test_a_kit_that_leaves_sigint_as_inherited_loses_the_partial_results(tmp_pat
 
 
 def test_the_lean_transfer_takes_three_commands():
-    """scripts/gpu_transfer.md: without the draft's and the head's weights in the checkout, the
+    """scripts/gpu_transfer.md: without the draft's and the heads' weights in the checkout, the
     GGUF goes in two transfer commands and the last one (its small third part, then the check)."""
     weights = sum((ROOT / name).stat().st_size for name in
-                  ("data/draft/model.safetensors", "data/head/model.safetensors"))
+                  ("data/draft/model.safetensors", "data/head/model.safetensors",
+                   "data/engines_head/model.safetensors"))
     lean = gpu_transfer.checkout_bytes() - weights
     commands = gpu_transfer.plan(lean, GGUF_SIZE, wheel_size=200_000)
     assert len(commands) <= 3

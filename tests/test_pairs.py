@@ -6,8 +6,8 @@ import torch
 import specnb
 from tiny_models import tiny_llama
 from specnb.drafters import FeatureDrafter
-from specnb.models.pairs import EMBEDDED_DRAFT, EMBEDDED_HEAD, PAIRS, load_pair, match_vocabularies, \
-    output_rows
+from specnb.models.pairs import (EMBEDDED_DRAFT, EMBEDDED_ENGINES_HEAD, EMBEDDED_HEAD, PAIRS,
+                                 load_head, load_pair, match_vocabularies, output_rows)
 
 
 class StubTokenizer:
@@ -80,3 +80,28 @@ def test_embedded_pairs_load_offline(monkeypatch):
     assert size <= 25 * 2**20, f"the shipped head must stay within 25 MB, is {size / 2**20:.1f}"
     with pytest.raises(ValueError, match="embedded-distilled"):
         load_pair("embedded-standalone")
+
+
+def test_a_folder_without_a_saved_head_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="no saved head"):
+        load_head(tmp_path, target=None)
+
+
+@pytest.mark.embedded
+def test_the_engines_head_loads_in_the_engines_layout_and_drafts_exactly():
+    """data/engines_head: three raw target layers at the engines' default, within the size the
+    default head keeps, and greedy decoding with it is the target's own."""
+    import specnb
+
+    target, _, tokenizer = load_pair(device="cpu")
+    engines = load_head(EMBEDDED_ENGINES_HEAD, target)
+    config = engines.head.config
+    assert tuple(config.feature_layers) == (2, 15, 27) and not config.feature_norms
+    assert config.target_vocab_size == len(tokenizer)
+    size = sum(f.stat().st_size for f in EMBEDDED_ENGINES_HEAD.iterdir())
+    assert size <= 25 * 2**20, f"the engines head must stay within 25 MB, is {size / 2**20:.1f}"
+    ids = specnb.chat_ids(tokenizer, "Give two tips for sleeping well.")
+    plain = specnb.autoregressive(target, ids, max_new_tokens=16)
+    drafted = specnb.speculative(target, engines, ids, gamma=3, max_new_tokens=16)
+    assert drafted.tokens == plain.tokens
+    assert drafted.stats.accepted > 0  # it drafts the target's tokens, not noise

@@ -55,7 +55,7 @@ from ..models.data import DATA_DIR, GROUPS, load_prompts
 from ..models.fast_path import cpu_identity
 from ..models.int8_draft import int8_copy
 from ..models.loading import as_device, chat_ids
-from ..models.pairs import load_embedded_head, load_pair
+from ..models.pairs import load_embedded_head, load_head, load_pair
 from ..models.tree_shape import tree_cost
 from ..theory import estimate_alpha, estimate_cost_ratio, predicted_speedup
 
@@ -173,11 +173,12 @@ def hf_assisted(target, draft, pristine_config, ids, settings=None, **kwargs):
         draft.generation_config = own
 
 
-def methods(args, target, draft, head=None, cost_aware=None):
+def methods(args, target, draft, head=None, cost_aware=None, engines_head=None):
     """name -> (gamma, function(ids, generator) returning our result or a `PeerResult`);
-    `draft` is the distilled draft model, `head` the feature drafter (None: not run);
-    `cost_aware`: drafter name ("head", "draft") -> its calibrated `CostAwareGamma`."""
-    table = all_methods(args, target, draft, head, cost_aware or {})
+    `draft` is the distilled draft model, `head` the feature drafter (None: not run),
+    `engines_head` a second one in the engines' layout (`--engines-head`; None: not run);
+    `cost_aware`: drafter name ("head", "draft", "engines-head") -> its `CostAwareGamma`."""
+    table = all_methods(args, target, draft, head, cost_aware or {}, engines_head)
     if args.methods:
         table = {name: entry for name, entry in table.items()
                  if name == "ours autoregressive" or name == "HF generate"
@@ -185,7 +186,7 @@ def methods(args, target, draft, head=None, cost_aware=None):
     return table
 
 
-def all_methods(args, target, draft, head, cost_aware):
+def all_methods(args, target, draft, head, cost_aware, engines_head=None):
     common = {"max_new_tokens": args.max_new_tokens}
     pristine = copy.deepcopy(draft.generation_config)
     sampled = {"temperature": args.temperature}
@@ -196,6 +197,8 @@ def all_methods(args, target, draft, head, cost_aware):
     stop = args.stop_below or None
     drafters = ([("feature head", "head", FeatureDrafter(head.head, stop_below=stop),
                   args.head_gammas)] if head is not None else []) \
+        + ([("engines head", "engines-head", FeatureDrafter(engines_head.head, stop_below=stop),
+             args.head_gammas)] if engines_head is not None else []) \
         + [("speculative", "draft", ModelDrafter(draft, stop_below=stop), args.gammas)]
     # The head's shapes run with the head as it is and, where asked, with its int8 copy
     # (specnb.models.int8_draft): (setting, head module, label suffix) per run.
@@ -373,13 +376,16 @@ def run(args, pair=None, progress: bool = True, keep_partial: bool = False) -> d
     else:
         target, draft, tokenizer, *rest = pair
         head = rest[0] if rest else None
+    engines_head = load_head(args.engines_head, target) if getattr(
+        args, "engines_head", None) else None
     device = target.device
     prompts = select_prompts(args)
     latency = measure_forward_latency(target, prefix_len=200, token_counts=args.latency_counts,
                                       repeats=5) if args.latency_counts else None
-    cost_aware = calibrate_cost_aware(args, target, {"head": head, "draft": draft}, tokenizer,
-                                      prompts[0], latency) if "cost-aware" in args.schedules else {}
-    table = methods(args, target, draft, head, cost_aware)
+    cost_aware = calibrate_cost_aware(
+        args, target, {"head": head, "draft": draft, "engines-head": engines_head}, tokenizer,
+        prompts[0], latency) if "cost-aware" in args.schedules else {}
+    table = methods(args, target, draft, head, cost_aware, engines_head)
     rows, generator = [], torch.Generator(device=device).manual_seed(args.seed)
     bar = tqdm(total=len(prompts) * len(table) * args.repeats, desc="bench",
                disable=not progress)
@@ -573,7 +579,7 @@ def format_summary(summary: list) -> str:
 
 # What --methods prefixes can select (names in `all_methods` start with one of these).
 METHOD_STEMS = ("ours autoregressive", "ours feature head γ=", "ours feature head tree=",
-                "ours feature head dynamic=", "ours mixed tree=",
+                "ours feature head dynamic=", "ours engines head γ=", "ours mixed tree=",
                 "ours speculative γ=", "ours prompt lookup k=", "ours lookahead W,N,G=",
                 "ours jacobi block=", "HF generate", "HF assisted γ=", "HF assisted default",
                 "HF prompt lookup k=")
@@ -611,6 +617,10 @@ def parse_args(argv=None, *, check_prompts: bool = False) -> argparse.Namespace:
     parser.add_argument("--head-int8-dynamic", type=dynamic_shape, nargs="*", default=[],
                         metavar="N,D,K", help="the same dynamic trees drafted by the head's "
                         "int8 copy (CPU only; none by default)")
+    # A str, not a Path: the record keeps the settings as JSON.
+    parser.add_argument("--engines-head", default=None, metavar="DIR",
+                        help="also race the head saved in DIR (the engines' EAGLE-3 layout, "
+                             "data/engines_head) at --head-gammas, beside the default head")
     parser.add_argument("--mixed", type=tree_widths, nargs="*", default=[], metavar="W,W",
                         help="the head's tree W merged with two prompt-lookup branches (2-token "
                              "matches, up to --num-pred tokens) in one tree (MixedDrafter), "
@@ -678,6 +688,11 @@ def parse_args(argv=None, *, check_prompts: bool = False) -> argparse.Namespace:
     if args.trim and not (args.head_trees or args.head_int8_trees):
         parser.error("--trim trims the head's static trees: give --head-trees or "
                      "--head-int8-trees too")
+    if args.engines_head is not None and not (Path(args.engines_head) / "config.json").is_file():
+        parser.error(f"--engines-head {args.engines_head}: no saved head there (config.json "
+                     f"missing)")
+    if args.engines_head is not None and not args.head_gammas:
+        parser.error("--engines-head races at --head-gammas: give at least one")
     if "cost-aware" in args.schedules and 1 not in args.latency_counts:
         parser.error("--schedules cost-aware reads the measured checking cost: --latency-counts "
                      "must include 1")

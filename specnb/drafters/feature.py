@@ -68,6 +68,13 @@ class Advice:
     trim: TreeCost | None = None
 
 
+def lm_head_start(embedding, draft_to_target) -> torch.Tensor:
+    """The head's LM head as training starts it and stores it: the target's embedding rows of
+    the draft vocabulary, in bfloat16, on the CPU."""
+    return embedding.weight.detach()[draft_to_target.to(embedding.weight.device)].to(
+        torch.bfloat16).cpu().contiguous()
+
+
 class FeatureDrafter(Drafter):
     """Wrap a `FeatureHead` as a drafter for its target: a chain, a static tree (`tree`: the
     head's runners-up along its best branch; with `trim`, a `TreeCost` of this machine, cut
@@ -163,7 +170,10 @@ class FeatureDrafter(Drafter):
                              f"{config.target_vocab_size} tokens, the target has "
                              f"{target.get_input_embeddings().weight.shape[0]}")
         state = load_file(path / "model.safetensors")
-        head = FeatureHead(config, target.get_input_embeddings(), state["draft_to_target"])
+        embedding = target.get_input_embeddings()
+        if "lm_head.weight" not in state:  # never trained: the start save_pretrained left out
+            state["lm_head.weight"] = lm_head_start(embedding, state["draft_to_target"])
+        head = FeatureHead(config, embedding, state["draft_to_target"])
         head.load_state_dict(state)
         parameter = next(target.parameters())
         return cls(head.to(device=parameter.device, dtype=parameter.dtype).eval(),
@@ -177,6 +187,11 @@ class FeatureDrafter(Drafter):
         (path / "config.json").write_text(json.dumps(self.head.config.to_dict(), indent=2) + "\n")
         state = {k: (v.to(torch.bfloat16) if v.is_floating_point() else v).cpu().contiguous()
                  for k, v in self.head.state_dict().items()}  # a head trained on a GPU too
+        # An LM head still at its start (the target's rows of the draft vocabulary, frozen unless
+        # `train_head --train-lm-head`) is the target's: left out, rebuilt bit for bit at load.
+        if torch.equal(state["lm_head.weight"],
+                       lm_head_start(self.head.embed[0], self.head.draft_to_target)):
+            del state["lm_head.weight"]
         save_file(state, path / "model.safetensors")
 
     # ---- the contract ----------------------------------------------------------------------

@@ -10,6 +10,8 @@ share one tokenizer. Vocabularies may differ only by padding rows (embedding row
 tokenizer's size, added for matmul efficiency); those rows are cut so both score the same ids.
 """
 
+from pathlib import Path
+
 import torch
 from transformers import AutoModelForCausalLM
 
@@ -20,6 +22,8 @@ from .loading import cpu_path_cache, default_device, default_dtype, load_model
 
 EMBEDDED_DRAFT = DATA_DIR / "draft"
 EMBEDDED_HEAD = DATA_DIR / "head"
+# The same head's recipe in the serving engines' EAGLE-3 layout (`python -m specnb.export`).
+EMBEDDED_ENGINES_HEAD = DATA_DIR / "engines_head"
 EMBEDDED = ("embedded", "embedded-distilled")  # offline: the head (default), the distilled draft
 PAIRS = {  # name: (target, draft); these need internet on first use
     "smollm2-1.7b": ("HuggingFaceTB/SmolLM2-1.7B-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct"),
@@ -58,6 +62,19 @@ def load_embedded_draft(device=None, dtype=None, cpu_path="dense"):
                                                  dtype=dtype or default_dtype(device))
     use_gqa_attention(draft)  # as load_model does (specnb.models.attention)
     return apply_cpu_path(draft.to(device).eval(), cpu_path, cache_file=cpu_path_cache())
+
+
+def load_head(path, target):
+    """A saved feature head (`FeatureDrafter.save_pretrained`'s folder) as a drafter for
+    `target`, its linears on the target's CPU path (as the embedded head's)."""
+    from ..drafters import FeatureDrafter
+
+    if not (Path(path) / "config.json").is_file():
+        raise ValueError(f"no saved head in {path} (config.json missing); train one with "
+                         f"`python -m specnb.training.train_head --out {path}`")
+    drafter = FeatureDrafter.from_pretrained(path, target)
+    follow_path(drafter.head, target)
+    return drafter
 
 
 def load_embedded_head(target):
