@@ -219,7 +219,7 @@ def test_acceptance_rules_and_gamma_schedules_are_benchmarked(adaptive):
     assert lines["ours feature head γ=heuristic"]["mean_gamma"] >= 1.0
     assert math.isnan(lines["ours feature head γ=cost-aware"]["predicted"])  # no single γ
     assert adaptive["settings"]["acceptance"] == ["exact", "typical"]
-    # The engines' layout drafts other tokens than the default head: its own trace, same output.
+    # The second head gets rows of its own, under every schedule and rule (the set above).
     assert lines["ours engines head γ=1"]["mean_gamma"] == 1.0
 
 

@@ -91,8 +91,6 @@ def test_a_folder_without_a_saved_head_is_refused(tmp_path):
 def test_the_engines_head_loads_in_the_engines_layout_and_drafts_exactly():
     """data/engines_head: three raw target layers at the engines' default, within the size the
     default head keeps, and greedy decoding with it is the target's own."""
-    import specnb
-
     target, _, tokenizer = load_pair(device="cpu")
     engines = load_head(EMBEDDED_ENGINES_HEAD, target)
     config = engines.head.config
