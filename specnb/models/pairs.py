@@ -85,8 +85,7 @@ def load_embedded_head(target):
     from .int8_draft import int8_copy, why_not_int8
     from .tree_shape import int8_for, recommend_shape, shape_for, tree_cost
 
-    head = FeatureDrafter.from_pretrained(EMBEDDED_HEAD, target)
-    follow_path(head.head, target)
+    head = load_head(EMBEDDED_HEAD, target)
     # Its int8 twin (the same parameters) competes for the recommended shape on the CPU.
     int8 = FeatureDrafter(int8_copy(head.head)) if why_not_int8(head.head) is None else None
     measured = []

@@ -8,9 +8,10 @@ our speculative loop and of transformers' assisted generation at each γ, the pr
 `format_race` lays out what `specnb.bench.live.race` measured on one prompt;
 `format_clock` and `plot_clock_against_theory` what `specnb.bench.live.clock_against_theory`
 measured (repeats, their spread, beside the predictions: notebook 06's live race) or a record
-replays (`specnb.bench.results.record_against_theory`: notebook 11). `load_records` finds recorded results
-(e.g. `bench-gpu*.json`). `relative_cost` and `predicted_with_block_cost` put the measured cost
-of a (γ+1)-token target forward back into Thm 3.8, which assumes it equals a one-token forward.
+replays (`specnb.bench.results.record_against_theory`: notebook 11). `load_records` finds
+recorded results (e.g. `bench-gpu*.json`). `relative_cost` and `predicted_with_block_cost` put
+the measured cost of a (γ+1)-token target forward back into Thm 3.8, which assumes it equals a
+one-token forward.
 
 It deliberately runs no model and times nothing (that is `specnb.bench`, `specnb.bench.live`
 and `specnb.core.latency`) and prints nothing; functions return a Figure, which a notebook
