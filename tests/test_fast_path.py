@@ -228,6 +228,17 @@ def test_choose(dense, packed, picked):
     assert choose({"token_counts": [1, 2, 4], "dense_ms": dense, "prepacked_ms": packed}) == picked
 
 
+@pytest.mark.parametrize("transposed,packed,picked", [
+    ([51, 68, 81], [62, 77, 83], "transposed"),  # the EPYC: the one-token forward 12% cheaper
+    ([51, 68, 81], [50, 50, 52], "prepacked"),   # both qualify: the lower median wins
+    ([59, 60, 62], [62, 77, 83], "dense"),       # 1 token slower: never
+    ([55, 85, 77], [62, 77, 83], "dense"),       # 5% cheaper: within the margin
+])
+def test_choose_among_three(transposed, packed, picked):
+    assert choose({"token_counts": [1, 2, 4], "dense_ms": [58, 89, 81],
+                   "transposed_ms": transposed, "prepacked_ms": packed}) == picked
+
+
 def test_rounds_that_disagree_give_dense_and_are_not_cached(monkeypatch, tmp_path):
     """A busy moment in one round (dense timed 15x slower) must not pick, nor cache, a path."""
     busy = {"token_counts": [1, 2, 4], "dense_ms": [1466, 1842, 1840], "prepacked_ms": [95, 135, 151],
@@ -289,12 +300,13 @@ def test_calibration_is_cached_per_key(monkeypatch, tmp_path):
     assert apply_cpu_path(tiny_llama(1), "auto", cache_file=cache).specnb_cpu_path == "dense"
 
 
-def test_calibrate_measures_both_paths():
+def test_calibrate_measures_every_path():
     model = tiny_llama(1)
-    measured = fast_path.calibrate(model, [1, 2], prefix_len=4, repeats=1, rounds=1)
+    measured = fast_path.calibrate(model, [1, 2], prefix_len=4, repeats=1, rounds=3)
     assert measured["token_counts"] == [1, 2]
     assert all(len(measured[f"{p}_ms"]) == 2 and min(measured[f"{p}_ms"]) > 0
-               for p in ("dense", "prepacked"))
+               for p in fast_path.PATHS)
+    assert all(set(one) == {f"{p}_ms" for p in fast_path.PATHS} for one in measured["rounds"])
 
 
 def test_bench_record_and_plot(tmp_path):
@@ -302,8 +314,8 @@ def test_bench_record_and_plot(tmp_path):
     from specnb.viz.latency import plot_checking_cost
 
     record = run(tiny_llama(1), [1, 2, 3], prefix_len=4, repeats=2, rounds=2)
-    assert record["relative"]["dense"][0] == record["relative"]["prepacked"][0] == 1.0
-    assert record["cpu"]["name"] and record["auto_would_pick"] in ("dense", "prepacked")
+    assert all(record["relative"][path][0] == 1.0 for path in fast_path.PATHS)
+    assert record["cpu"]["name"] and record["auto_would_pick"] in fast_path.PATHS
     assert "auto would pick" in format_table(record)
     plot_checking_cost(record).savefig(tmp_path / "curve.png")
     with pytest.raises(ValueError, match="record must hold"):
@@ -316,23 +328,24 @@ def test_the_calibration_key_names_the_attention_and_the_op(monkeypatch):
     measured with the converting prepacked op for the plain-input one."""
     from specnb.models.attention import use_gqa_attention
 
-    plain = tiny_llama(1)
+    plain, paths = tiny_llama(1), " | dense/transposed/prepacked"  # the paths compared
     monkeypatch.setattr(fast_path, "POINTWISE", None)
-    assert fast_path.calibration_key(plain).endswith(" sdpa")
-    assert fast_path.calibration_key(use_gqa_attention(tiny_llama(1))).endswith(" specnb_sdpa")
+    assert fast_path.calibration_key(plain).endswith(" sdpa" + paths)
+    assert fast_path.calibration_key(use_gqa_attention(tiny_llama(1))).endswith(
+        " specnb_sdpa" + paths)
     monkeypatch.setattr(fast_path, "POINTWISE", object())
-    assert fast_path.calibration_key(plain).endswith(" sdpa plain-input")
+    assert fast_path.calibration_key(plain).endswith(" sdpa plain-input" + paths)
 
 
 def test_bench_record_times_the_copying_attention_beside_ours():
-    """A model on specnb's attention gets a third curve, transformers' copying sdpa, and is
+    """A model on specnb's attention gets one more curve, transformers' copying sdpa, and is
     left on its own attention and the dense path afterwards."""
     from specnb.bench.cpu_path import COPYING, format_table, run
     from specnb.models.attention import NAME, use_gqa_attention
 
     model = use_gqa_attention(tiny_llama(1))
     record = run(model, [1, 2, 3], prefix_len=4, repeats=2, rounds=2)
-    assert list(record["paths"]) == ["dense", "prepacked", COPYING]
+    assert list(record["paths"]) == [*fast_path.PATHS, COPYING]
     assert record["attention"] == model.config._attn_implementation == NAME
     assert model.specnb_cpu_path == "dense"
     assert set(record["attention_pass_ms"]) == {NAME, "sdpa"}

@@ -1,14 +1,14 @@
-"""The checking-cost curve t(k)/t(1), k = 1..16, of the dense and the prepacked CPU path.
+"""The checking-cost curve t(k)/t(1), k = 1..16, of each CPU path (dense, transposed, prepacked).
 
     python -m specnb.bench.cpu_path            embedded model -> data/results/latency-cpu-<cpu>.json
 
-One run times both paths of `specnb.models.fast_path` on the same model, interleaved
+One run times every path of `specnb.models.fast_path` on the same model, interleaved
 (`fast_path.calibrate` with more k and repeats), and writes the CPU's model name and ISA, the
 threads, the versions, the medians and every sample, the path "auto" would pick from these
 numbers, and a PNG (`specnb.viz.latency.plot_checking_cost`). A second pass, interleaved the
 same way, times the dense path with transformers' own SDPA attention, which copies the cached
 keys and values for every masked multi-token chunk (`specnb.models.attention`), against the
-attention `load_model` gives: the third curve. Run it on an idle machine: the numbers are only
+attention `load_model` gives: one more curve. Run it on an idle machine: the numbers are only
 as good as the machine is quiet.
 
 It does not touch the calibration cache (`~/.cache/specnb/cpu-path.json`) and times no
@@ -27,7 +27,7 @@ import torch
 from ..core.args import command_line
 from ..models.data import DATA_DIR
 from ..models.attention import NAME as ATTENTION
-from ..models.fast_path import choose, calibrate, cpu_identity, use_path, why_not_prepacked
+from ..models.fast_path import PATHS, choose, calibrate, cpu_identity, use_path, why_not_prepacked
 from ..models.loading import load_model
 
 
@@ -61,7 +61,7 @@ def attention_pass(model, token_counts, prefix_len: int, repeats: int, rounds: i
 
 
 def run(model, token_counts, prefix_len: int, repeats: int, rounds: int) -> dict:
-    """The record: both paths' medians (and samples) for `token_counts`, and the CPU; when the
+    """The record: every path's medians (and samples) for `token_counts`, and the CPU; when the
     model runs specnb's attention, also the dense path with transformers' copying one."""
     import transformers
 
@@ -70,7 +70,7 @@ def run(model, token_counts, prefix_len: int, repeats: int, rounds: int) -> dict
     token_counts, per_round = list(token_counts), -(-repeats // rounds)
     measured = calibrate(model, token_counts, prefix_len, per_round, rounds)
     use_path(model, "dense")
-    paths = {path: measured[f"{path}_ms"] for path in ("dense", "prepacked")}
+    paths = {path: measured[f"{path}_ms"] for path in PATHS}
     samples = {path: measured[f"{path}_samples_ms"] for path in paths}
     attention = None
     if model.config._attn_implementation == ATTENTION:

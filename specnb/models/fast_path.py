@@ -1,32 +1,37 @@
 """The fastest exact CPU path for a model's linear layers, chosen by measuring on this CPU.
 
-A dense float32 `nn.Linear` on the CPU takes a GEMV kernel for one row and a packing GEMM for
-two or more; oneDNN's linear on a weight converted once to its own layout (`to_mkldnn`, as
-`torch.utils.mkldnn.MkldnnLinear`) does the same maths another way, here on plain input and
-output tensors (`POINTWISE`). Which one is faster depends on the CPU: its vector extensions,
-which kernels torch and oneDNN pick for them, and how much of a forward is spent reading the
-weights. Where the oneDNN path wins, a forward over a few tokens costs little more than a
-one-token one, and the one-token forward may get cheaper too; where it loses (or where
-activations are converted to oneDNN's layout and back around each linear), every forward gets
-slower. `python -m specnb.bench.cpu_path` records both curves per CPU
-(data/results/latency-cpu-*.json, shown in RESULTS.md). So `cpu_path`:
+A dense float32 `nn.Linear` on the CPU computes x W^T with its weight W stored row by row
+(out × in), as transformers loads it: a GEMV kernel reads it for one token, a packing GEMM for
+two or more. The same weight can be stored transposed (column by column: the same [out, in]
+tensor with strides (1, out)); W^T is then a plain row-major in × out matrix, and the same
+product runs as an ordinary matrix product that streams it row by row. oneDNN's linear on a
+weight converted once to its own layout (`to_mkldnn`, as `torch.utils.mkldnn.MkldnnLinear`)
+does the same maths a third way, here on plain input and output tensors (`POINTWISE`). Which
+one is faster depends on the CPU: its vector extensions, which kernels torch and oneDNN pick
+for them, and how much of a forward is spent reading the weights. `python -m
+specnb.bench.cpu_path` records the curves per CPU (data/results/latency-cpu-*.json, shown in
+RESULTS.md). So `cpu_path`:
 
-    "dense"      plain nn.Linear, as transformers loads it
-    "prepacked"  every nn.Linear becomes a `PrepackedLinear` (oneDNN, float32, same results up
-                 to float rounding; greedy tokens unchanged in the tests)
-    "auto"       on a CPU with float32 weights: a calibration of a few seconds at first load
-                 (`calibrate`), kept in `cache_dir()/cpu-path.json` keyed by CPU model,
-                 ISA, torch version, threads and the model's shape (`calibration_key`;
-                 delete the file to recalibrate); off the CPU or float32: dense
-    None         $SPECNB_CPU_PATH if set, else "auto"
+    "dense"       plain nn.Linear, as transformers loads it
+    "transposed"  plain nn.Linear, each weight Parameter stored transposed in place (a tied
+                  embedding shares it and reads its rows from that layout); the same results up
+                  to float rounding
+    "prepacked"   every nn.Linear becomes a `PrepackedLinear` (oneDNN, float32, same results up
+                  to float rounding; greedy tokens unchanged in the tests)
+    "auto"        on a CPU with float32 weights: a calibration of a few seconds at first load
+                  (`calibrate`), kept in `cache_dir()/cpu-path.json` keyed by CPU model,
+                  ISA, torch version, threads and the model's shape (`calibration_key`;
+                  delete the file to recalibrate); off the CPU or float32: dense
+    None          $SPECNB_CPU_PATH if set, else "auto"
 
-The rule (`choose`): prepacked only if its 1-token forward is no slower than dense AND its
-checking cost t(k), k = 2 and 4, is at least `MARGIN` (10%) lower (median of the per-k ratios),
-in each of three rounds and overall; rounds that disagree mean a busy machine (a busy moment
-can make one path look many times slower than it is): dense, and nothing is cached. `MARGIN`
-is above the spread of a median of a few forwards on a shared CPU, so noise alone does not flip
-the choice, and well below the gain on CPUs where prepacking helps (the latency records above);
-on a near tie dense, the path transformers and everyone else use, wins.
+The rule (`choose`): a path other than dense qualifies only if its 1-token forward is no slower
+than dense AND the median over k = 1, 2, 4 of its t(k) against dense's is at least `MARGIN`
+(10%) lower; the qualifying path with the lowest median wins, in each of three rounds and
+overall; rounds that disagree mean a busy machine (a busy moment can make one path look many
+times slower than it is): dense, and nothing is cached. `MARGIN` is above the spread of a
+median of a few forwards on a shared CPU, so noise alone does not flip the choice, and below
+the gain on CPUs where another path helps (the latency records above); on a near tie dense,
+the path transformers and everyone else use, wins.
 
 `PrepackedLinear` is an `nn.Linear` holding the very same weight Parameter (a tied lm_head stays
 tied; `parameters()`, `state_dict`, `save_pretrained`, `model.dtype` see no change), plus a
@@ -34,8 +39,10 @@ oneDNN copy of it that is rebuilt when the weight changes (in place or by `.to`;
 through `weight.data` bypasses the version counter and is not seen: call
 `use_path(model, "prepacked")` again after one). It runs the dense kernel wherever oneDNN does
 not apply: gradients wanted, CPU autocast on, an input or weight not float32 on the CPU. The
-price is memory: a second copy of every linear weight (~0.5 GB for the embedded model). What
-this module does not do: reduced precision (bf16/int8: the target stays float32; the draft
+price is memory: a second copy of every linear weight (~0.5 GB for the embedded model). The
+transposed path costs no memory; what it changes is only the weights' strides, so code that
+needs them contiguous (safetensors, `.view`) calls `.contiguous()` (specnb's savers do).
+What this module does not do: reduced precision (bf16/int8: the target stays float32; the draft
 head's int8 copy is `specnb.models.int8_draft`), GPUs (there the path is always dense),
 or timing beyond the short calibration (`python -m specnb.bench.cpu_path` records the full
 curves).
@@ -53,7 +60,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-CPU_PATHS = ("auto", "dense", "prepacked")
+PATHS = ("dense", "transposed", "prepacked")  # what `use_path` puts a model on
+CPU_PATHS = ("auto", *PATHS)
 ENV_VAR = "SPECNB_CPU_PATH"
 MARGIN = 0.10
 _QUIET = [False]  # inside `quiet_machine()`: nothing else runs (see there)
@@ -139,19 +147,32 @@ class PrepackedLinear(CopiedWeightLinear):
         return torch._C._nn.mkldnn_linear(x.contiguous().to_mkldnn(), weight, bias).to_dense()
 
 
+def _store(linear: nn.Linear, transposed: bool) -> None:
+    """Put `linear`'s weight row by row (as loaded) or transposed, in place: the same Parameter
+    (a tied embedding follows), new strides."""
+    weight = linear.weight
+    if weight.dim() == 2 and transposed == weight.is_contiguous():
+        weight.data = weight.data.t().contiguous().t() if transposed else weight.data.contiguous()
+
+
 def use_path(model, path: str):
-    """Swap every linear of `model` to `path` ("dense" or "prepacked") in place; returns it."""
+    """Swap every linear of `model` to `path` (one of `PATHS`) in place; returns it."""
+    if path not in PATHS:
+        raise ValueError(f"path must be one of {PATHS}, got {path!r}")
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
-            if path == "prepacked" and type(child) is nn.Linear:
-                setattr(parent, name, PrepackedLinear(child))
-            elif path == "prepacked" and isinstance(child, PrepackedLinear):
-                child._packed, child._packed_for = None, None  # repacked at its next use
-            elif path == "dense" and isinstance(child, PrepackedLinear):
+            if isinstance(child, PrepackedLinear) and path != "prepacked":
                 dense = nn.Linear(child.in_features, child.out_features, bias=False,
                                   device="meta")
                 dense.weight, dense.bias = child.weight, child.bias
                 setattr(parent, name, dense)
+                child = dense
+            if type(child) is nn.Linear:
+                _store(child, transposed=path == "transposed")  # prepacked: packs row-major
+                if path == "prepacked":
+                    setattr(parent, name, PrepackedLinear(child))
+            elif isinstance(child, PrepackedLinear):
+                child._packed, child._packed_for = None, None  # repacked at its next use
     model.specnb_cpu_path = path
     return model
 
@@ -159,24 +180,31 @@ def use_path(model, path: str):
 def follow_path(module, model):
     """Put `module` (a draft head, say) on the CPU path `model` runs, where it applies; returns
     it. The head's linears then take the path measured for the target's, the same kernels on
-    the same CPU: where prepacking pays for the target's one-token forward it pays for the
+    the same CPU: where another path pays for the target's one-token forward it pays for the
     head's steps too, and the head's drafts do not change."""
     path = getattr(model, "specnb_cpu_path", "dense")
-    if path == "prepacked" and why_not_prepacked(module) is not None:
+    if path not in PATHS or why_not(path, module) is not None:
         path = "dense"
     return use_path(module, path)
 
 
-def why_not_prepacked(model):
-    """None if prepacking applies to `model`, else the reason as a sentence fragment."""
+def why_not(path: str, model):
+    """None if `path` applies to `model`, else the reason as a sentence fragment."""
+    if path == "dense":
+        return None
     parameter = next(model.parameters())
     if parameter.device.type != "cpu":
-        return f"the model is on {parameter.device}; prepacking is for the CPU"
+        return f"the model is on {parameter.device}; the {path} path is for the CPU"
     if parameter.dtype != torch.float32:
-        return f"the model is {parameter.dtype}; prepacking needs float32"
-    if not torch.backends.mkldnn.is_available():
+        return f"the model is {parameter.dtype}; the {path} path is measured for float32"
+    if path == "prepacked" and not torch.backends.mkldnn.is_available():
         return "this torch has no oneDNN (torch.backends.mkldnn.is_available() is False)"
     return None
+
+
+def why_not_prepacked(model):
+    """None if prepacking applies to `model`, else the reason as a sentence fragment."""
+    return why_not("prepacked", model)
 
 
 def cpu_identity() -> dict:
@@ -208,7 +236,8 @@ def cpu_identity() -> dict:
 def calibration_key(model) -> str:
     """What the choice depends on: CPU, ISA, torch, threads, the model's shape and attention
     (a cache made before `specnb.models.attention` switched the embedded model is not reused),
-    and the prepacked op (a cache measured with the converting op is not reused either)."""
+    the prepacked op (a cache measured with the converting op is not reused either) and the
+    paths compared (a choice made among fewer is made again)."""
     c, cpu = model.config, cpu_identity()
     shape = {k: getattr(c, k, None) for k in ("model_type", "hidden_size", "intermediate_size",
                                               "num_hidden_layers", "num_attention_heads",
@@ -218,18 +247,18 @@ def calibration_key(model) -> str:
             f"threads {torch.get_num_threads()} | {c.model_type} h{c.hidden_size} "
             f"l{c.num_hidden_layers} v{c.vocab_size} {digest}"
             f" {getattr(c, '_attn_implementation', None) or 'eager'}"
-            + (" plain-input" if POINTWISE is not None else ""))
+            + (" plain-input" if POINTWISE is not None else "") + " | " + "/".join(PATHS))
 
 
 def calibrate(model, token_counts=None, prefix_len=None, repeats=None, rounds=None) -> dict:
-    """Median ms of a forward of k tokens after a cached prefix, for both paths, round by round.
+    """Median ms of a forward of k tokens after a cached prefix, for every path, round by round.
 
-    Defaults: `CALIBRATION` (about 80 forwards: a few seconds for the embedded model on an idle
-    CPU). Each round measures dense, then prepacked (the order alternates between rounds),
-    so a busy moment lands in one round, which `choose` then finds disagreeing with the others.
-    Leaves the model on the last path measured. Returns {"token_counts", "prefix_len",
-    "dense_ms", "prepacked_ms" (medians over all rounds), "dense_samples_ms",
-    "prepacked_samples_ms" (every sample), "rounds": [{"dense_ms", "prepacked_ms"} per round]}.
+    Defaults: `CALIBRATION` (about 120 forwards: a few seconds for the embedded model on an idle
+    CPU). Each round measures every path of `PATHS` that applies (`why_not`), in an order that
+    rotates from round to round, so a busy moment lands in one round, which `choose` then finds
+    disagreeing with the others. Leaves the model on the last path measured. Returns
+    {"token_counts", "prefix_len", "<path>_ms" (medians over all rounds) and
+    "<path>_samples_ms" (every sample) per path, "rounds": [{"<path>_ms"} per round]}.
     """
     from ..core.latency import measure_forward_latency
 
@@ -237,10 +266,12 @@ def calibrate(model, token_counts=None, prefix_len=None, repeats=None, rounds=No
     token_counts = list(token_counts or c["token_counts"])
     prefix_len, repeats = prefix_len or c["prefix_len"], repeats or c["repeats"]
     measured = {"token_counts": token_counts, "prefix_len": prefix_len, "rounds": []}
-    samples = {path: {k: [] for k in token_counts} for path in ("dense", "prepacked")}
+    paths = [path for path in PATHS if why_not(path, model) is None]
+    samples = {path: {k: [] for k in token_counts} for path in paths}
     for round_index in range(rounds or c["rounds"]):
         this_round = {}
-        for path in (("dense", "prepacked") if round_index % 2 == 0 else ("prepacked", "dense")):
+        shift = round_index % len(paths)
+        for path in paths[shift:] + paths[:shift]:
             use_path(model, path)
             with torch.no_grad():
                 record = measure_forward_latency(model, prefix_len, token_counts, repeats=repeats)
@@ -254,17 +285,26 @@ def calibrate(model, token_counts=None, prefix_len=None, repeats=None, rounds=No
     return measured
 
 
-def _verdict(token_counts, dense, prepacked) -> str:
-    """One set of medians: "prepacked" if t_p(1) <= t_d(1) and median_k t_p(k)/t_d(k) <=
-    1 - MARGIN over the k of `CALIBRATION` after 1, else "dense"."""
+def _verdict(token_counts, medians: dict) -> str:
+    """One set of medians ({path: ms per k}): the path other than dense whose t(1) is no slower
+    than dense's and whose median t(k)/t_dense(k) over the k of `CALIBRATION` is the lowest and
+    at most 1 - MARGIN; else "dense"."""
     at = {k: i for i, k in enumerate(token_counts)}
     if 1 not in at:
         raise ValueError("measured['token_counts'] must include k = 1 (the one-token forward)")
-    checked = [at[k] for k in CALIBRATION["token_counts"][1:] if k in at]
-    ratios = [prepacked[i] / dense[i] for i in checked]
-    one_token_ok = prepacked[at[1]] <= dense[at[1]]
-    return "prepacked" if one_token_ok and ratios and \
-        statistics.median(ratios) <= 1 - MARGIN else "dense"
+    checked = [at[k] for k in CALIBRATION["token_counts"] if k in at]
+    dense, best, best_ratio = medians["dense"], "dense", 1 - MARGIN
+    for path, ms in medians.items():
+        if path == "dense" or ms[at[1]] > dense[at[1]]:
+            continue
+        ratio = statistics.median(ms[i] / dense[i] for i in checked)
+        if ratio <= best_ratio:
+            best, best_ratio = path, ratio
+    return best
+
+
+def _medians(record: dict) -> dict:
+    return {path: record[f"{path}_ms"] for path in PATHS if f"{path}_ms" in record}
 
 
 def decide(measured: dict) -> tuple[str, bool]:
@@ -272,9 +312,9 @@ def decide(measured: dict) -> tuple[str, bool]:
     otherwise the machine was too busy to tell, and the answer is dense, unsettled (not cached,
     so the next load measures again). A record without rounds is one round."""
     token_counts = measured["token_counts"]
-    verdicts = {_verdict(token_counts, measured["dense_ms"], measured["prepacked_ms"])}
+    verdicts = {_verdict(token_counts, _medians(measured))}
     for one in measured.get("rounds", []):
-        verdicts.add(_verdict(token_counts, one["dense_ms"], one["prepacked_ms"]))
+        verdicts.add(_verdict(token_counts, _medians(one)))
     return (verdicts.pop(), True) if len(verdicts) == 1 else ("dense", False)
 
 
@@ -282,6 +322,7 @@ def choose(measured: dict) -> str:
     """The path `decide` settles on, dense when it cannot settle.
 
     Example: dense [58, 94, 91], prepacked [53, 59, 61] ms at k = 1, 2, 4 -> "prepacked";
+    dense [58, 89, 81], transposed [51, 68, 81], prepacked [62, 77, 83] -> "transposed";
     rounds that disagree (a busy moment makes one path look many times slower in one round)
     -> "dense".
     """
@@ -297,7 +338,7 @@ def cached_choice(model, cache_file: Path) -> tuple[str, bool]:
         cache = json.loads(cache_file.read_text())
     except (OSError, ValueError):
         cache = {}
-    if key in cache and cache[key].get("path") in ("dense", "prepacked"):
+    if key in cache and cache[key].get("path") in PATHS:
         return cache[key]["path"], True
     measured = calibrate(model)
     path, settled = decide(measured)
@@ -326,18 +367,17 @@ def apply_cpu_path(model, cpu_path=None, *, cache_file: Path):
     """Put `model` on the CPU path asked for (see the module docstring); returns `model`.
 
     `cache_file` keeps "auto"'s calibrations (`specnb.models.loading.cpu_path_cache()`). Sets
-    `model.specnb_cpu_path` to "dense" or "prepacked", the path it now runs, and
+    `model.specnb_cpu_path` to the path it now runs (one of `PATHS`), and
     `model.specnb_cpu_path_settled` to False where "auto" could not settle (a busy machine: the
     path is dense for now, and the next load calibrates again).
     """
     cpu_path = resolve_cpu_path(cpu_path)
-    reason = why_not_prepacked(model)
-    if cpu_path == "prepacked" and reason is not None:
-        raise ValueError(f"cpu_path='prepacked' cannot apply: {reason}; use cpu_path='auto' or "
-                         f"'dense' (or a float32 model on the CPU)")
+    if cpu_path in PATHS and why_not(cpu_path, model) is not None:
+        raise ValueError(f"cpu_path={cpu_path!r} cannot apply: {why_not(cpu_path, model)}; use "
+                         f"cpu_path='auto' or 'dense' (or a float32 model on the CPU)")
     settled = True
     if cpu_path == "auto":
-        if reason is not None:
+        if all(why_not(path, model) is not None for path in PATHS if path != "dense"):
             cpu_path = "dense"
         else:
             cpu_path, settled = cached_choice(model, Path(cache_file))

@@ -3,7 +3,7 @@
 `plot_forward_latency` draws what `specnb.core.latency.measure_forward_latency` measured (the
 time of one forward scoring k new tokens after a cached prefix, for several k);
 `plot_checking_cost` draws the record of `python -m specnb.bench.cpu_path` (t(k)/t(1) and ms
-per forward of the dense and the prepacked CPU path), `plot_recorded_checking_costs` the
+per forward of each CPU path of `specnb.models.fast_path`), `plot_recorded_checking_costs` the
 checking cost of several such records on one panel;
 `roofline_numbers` is the memory-bound arithmetic (weight bytes read per forward against FLOPs
 per token) for a model size and a device's bandwidth and peak FLOP/s, which are assumptions the
