@@ -23,7 +23,7 @@ from tiny_models import VOCAB, perturbed, tiny_llama
 
 MAX_NEW = 24
 pytestmark = pytest.mark.skipif(not torch.backends.mkldnn.is_available() or
-                                fast_path.why_not_prepacked(tiny_llama(1)) is not None,
+                                fast_path.why_not("prepacked", tiny_llama(1)) is not None,
                                 reason="prepacking needs oneDNN and float32 on the CPU")
 
 

@@ -27,7 +27,7 @@ import torch
 from ..core.args import command_line
 from ..models.data import DATA_DIR
 from ..models.attention import NAME as ATTENTION
-from ..models.fast_path import PATHS, choose, calibrate, cpu_identity, use_path, why_not_prepacked
+from ..models.fast_path import PATHS, choose, calibrate, cpu_identity, use_path, why_not
 from ..models.loading import load_model
 
 
@@ -65,8 +65,8 @@ def run(model, token_counts, prefix_len: int, repeats: int, rounds: int) -> dict
     model runs specnb's attention, also the dense path with transformers' copying one."""
     import transformers
 
-    if why_not_prepacked(model):
-        raise ValueError(f"model: {why_not_prepacked(model)}; this compares CPU float32 paths")
+    if why_not("prepacked", model):
+        raise ValueError(f"model: {why_not('prepacked', model)}; this compares CPU float32 paths")
     token_counts, per_round = list(token_counts), -(-repeats // rounds)
     measured = calibrate(model, token_counts, prefix_len, per_round, rounds)
     use_path(model, "dense")

@@ -202,11 +202,6 @@ def why_not(path: str, model):
     return None
 
 
-def why_not_prepacked(model):
-    """None if prepacking applies to `model`, else the reason as a sentence fragment."""
-    return why_not("prepacked", model)
-
-
 def cpu_identity() -> dict:
     """The CPU's model name, the vector extensions it has and a short tag of both.
 
