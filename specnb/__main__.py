@@ -33,7 +33,9 @@ def calibrate() -> None:
     with quiet_machine():
         target, head, _ = load_pair()
         drafter, gamma = head.recommended()
-        _, draft, _ = load_pair("embedded-distilled")  # the draft model calibrates for itself
+        # The draft model calibrates for itself (None: as load_pair, $SPECNB_CPU_PATH or
+        # "auto"); the target is loaded already.
+        draft = load_embedded_draft(target.device, target.dtype, cpu_path=None)
     print(f"calibrated for {torch.get_num_threads()} thread(s): {target.specnb_cpu_path} "
           f"linears, the head drafts {drafter.shape_text(gamma)}, the distilled draft runs "
           f"{draft.specnb_cpu_path} linears")

@@ -48,14 +48,19 @@ def test_calibrate_settles_every_choice_on_a_quiet_machine(monkeypatch, capsys):
 
     def load_pair(name=None):
         seen.append((name, fast_path.on_quiet_machine()))
-        model = SimpleNamespace(specnb_cpu_path="prepacked" if name is None else "dense")
-        head = SimpleNamespace(recommended=recommended)
-        return (model, head, None) if name is None else (None, model, None)
+        target = SimpleNamespace(specnb_cpu_path="prepacked", device="cpu", dtype="float32")
+        return target, SimpleNamespace(recommended=recommended), None
+
+    def load_embedded_draft(device, dtype, cpu_path="dense"):  # beside the loaded target
+        seen.append((("draft", device, dtype, cpu_path), fast_path.on_quiet_machine()))
+        return SimpleNamespace(specnb_cpu_path="dense")
 
     monkeypatch.setattr(front, "load_pair", load_pair)
+    monkeypatch.setattr(front, "load_embedded_draft", load_embedded_draft)
     monkeypatch.setattr(front, "default_device", lambda: __import__("torch").device("cpu"))
     front.calibrate()
-    assert seen == [(None, True), ("shape", True), ("embedded-distilled", True)]
+    # cpu_path None: $SPECNB_CPU_PATH or "auto", as load_pair gives a draft model.
+    assert seen == [(None, True), ("shape", True), (("draft", "cpu", "float32", None), True)]
     assert not fast_path.on_quiet_machine()
     assert "prepacked linears, the head drafts a chain of 2, the distilled draft runs dense" in \
         capsys.readouterr().out
