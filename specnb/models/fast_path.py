@@ -202,6 +202,11 @@ def why_not(path: str, model):
     return None
 
 
+def applicable_paths(model) -> list:
+    """The paths of `PATHS` that apply to `model` (dense always does)."""
+    return [path for path in PATHS if why_not(path, model) is None]
+
+
 def cpu_identity() -> dict:
     """The CPU's model name, the vector extensions it has and a short tag of both.
 
@@ -261,7 +266,7 @@ def calibrate(model, token_counts=None, prefix_len=None, repeats=None, rounds=No
     token_counts = list(token_counts or c["token_counts"])
     prefix_len, repeats = prefix_len or c["prefix_len"], repeats or c["repeats"]
     measured = {"token_counts": token_counts, "prefix_len": prefix_len, "rounds": []}
-    paths = [path for path in PATHS if why_not(path, model) is None]
+    paths = applicable_paths(model)
     samples = {path: {k: [] for k in token_counts} for path in paths}
     for round_index in range(rounds or c["rounds"]):
         this_round = {}
@@ -372,7 +377,7 @@ def apply_cpu_path(model, cpu_path=None, *, cache_file: Path):
                          f"cpu_path='auto' or 'dense' (or a float32 model on the CPU)")
     settled = True
     if cpu_path == "auto":
-        if all(why_not(path, model) is not None for path in PATHS if path != "dense"):
+        if applicable_paths(model) == ["dense"]:
             cpu_path = "dense"
         else:
             cpu_path, settled = cached_choice(model, Path(cache_file))
