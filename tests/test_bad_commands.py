@@ -3,10 +3,12 @@ before any model is loaded or any work is done (issue #15, class 7).
 
 The table: one row per bad command line, with the fragment of the message. Rows run `main`
 in this process with every loader and worker replaced by a tripwire, which proves "before any
-model or work"; one row per command also runs it as `python -m` in a subprocess (exit code 2
-for real; each costs the few seconds of importing specnb).
+model or work"; one row per command also runs it as `__main__` (exit code 2 for real), all of
+them in one subprocess, and `python -m specnb` once in a process of its own (each process costs
+the few seconds of importing torch and transformers).
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -211,12 +213,49 @@ SUBPROCESS_ROWS = [
     ("specnb.training.head_ranks", ["--max-new-tokens", "0"], "--max-new-tokens must be >= 1"),
     ("specnb.course.assignments", ["grade", "/nonexistent/nb.ipynb"], "no such file or folder"),
 ]
+# Each module run as `python -m` does (runpy's run_module as __main__, sys.argv as the command
+# line gives it), one after the other in one interpreter, which imports torch and transformers
+# once instead of once per command; prints {module: [exit code, stderr]} as JSON.
+AS_MAIN = """
+import contextlib, io, json, runpy, sys
+codes = {}
+for module, argv in json.loads(sys.argv[1]):
+    err = io.StringIO()
+    sys.argv = [module] + argv
+    with contextlib.redirect_stderr(err):
+        try:
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+            code = 0
+        except SystemExit as exit:
+            code = exit.code
+    codes[module] = [code, err.getvalue()]
+print(json.dumps(codes))
+"""
+
+
+def run_python(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+
+
+def test_the_real_command_exits_2():
+    """`python -m specnb` (make run's command) itself, in a process of its own."""
+    module, argv, fragment = SUBPROCESS_ROWS[0]
+    done = run_python("-m", module, *argv)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert f"python -m {module}: error:" in done.stderr and fragment in done.stderr
+
+
+@pytest.fixture(scope="module")
+def as_main():
+    done = run_python("-c", AS_MAIN, json.dumps([[m, a] for m, a, _ in SUBPROCESS_ROWS]))
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.splitlines()[-1])
 
 
 @pytest.mark.parametrize("module,argv,fragment", [
     pytest.param(m, a, f, id=f"python -m {m} {' '.join(a)}") for m, a, f in SUBPROCESS_ROWS])
-def test_the_real_command_exits_2(module, argv, fragment):
-    done = subprocess.run([sys.executable, "-m", module, *argv], capture_output=True, text=True,
-                          timeout=120, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    assert done.returncode == 2, done.stderr[-2000:]
-    assert f"python -m {module}: error:" in done.stderr and fragment in done.stderr
+def test_every_command_run_as_main_exits_2(as_main, module, argv, fragment):
+    code, err = as_main[module]
+    assert code == 2, err[-2000:]
+    assert f"python -m {module}: error:" in err and fragment in err
