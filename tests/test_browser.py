@@ -251,21 +251,71 @@ def tracked_notebooks():
     assert not rewritten, f"JupyterLab rewrote {rewritten} (autosave must be off)"
 
 
+class LabPage:
+    """One JupyterLab page for the module: loading the app costs a few seconds of the browser's
+    CPU, so each notebook opens in it (as from the file browser) and is closed after its test.
+    The console errors of loading the app count for the first notebook's test. A test that
+    leaves the page unusable makes the next one load it again."""
+
+    def __init__(self, browser, base: str, token: str):
+        self.browser, self.url = browser, f"{base}/lab?reset&token={token}"
+        self.context = self.page = None
+        self.console_errors = []
+
+    def get(self):
+        if self.page is None:
+            self.context = self.browser.new_context(viewport={"width": 1400, "height": 1000})
+            self.page = self.context.new_page()
+            self.page.on("console", lambda m: self.console_errors.append(m.text)
+                         if m.type == "error" else None)
+            self.page.on("pageerror", lambda e: self.console_errors.append(f"uncaught: {e}"))
+            self.page.set_default_timeout(UI_S * 1000)
+            self.page.goto(self.url)
+            self.page.wait_for_function("() => window.jupyterapp", timeout=UI_S * 1000)
+            self.page.evaluate("async () => { await window.jupyterapp.restored; }")
+        return self.page
+
+    def open(self, notebook: str):
+        page = self.get()
+        page.evaluate("async path => { await window.jupyterapp.commands.execute("
+                      "'docmanager:open', {path}); }", notebook)
+        page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=UI_S * 1000)
+        return page
+
+    def close_notebook(self):
+        """Shut the kernel down (the next notebook gets the CPU) and close without saving."""
+        try:
+            self.page.evaluate("""async () => {
+                const panel = window.jupyterapp.shell.currentWidget;
+                if (panel && panel.sessionContext) await panel.sessionContext.shutdown();
+                if (panel) panel.dispose();
+            }""")
+            self.page.wait_for_selector(".jp-Notebook", state="detached", timeout=UI_S * 1000)
+        except Exception:  # noqa: BLE001 - a page in an unknown state: the next test reloads
+            self.quit()
+        self.console_errors.clear()  # the test has judged its own
+
+    def quit(self):
+        if self.context is not None:
+            self.context.close()
+        self.context = self.page = None
+
+
+@pytest.fixture(scope="module")
+def lab_page(browser, lab):
+    holder = LabPage(browser, *lab)
+    yield holder
+    holder.quit()
+
+
 @pytest.mark.parametrize("notebook", widget_notebooks())
-def test_widgets_render_and_respond(notebook, browser, lab, tracked_notebooks):
+def test_widgets_render_and_respond(notebook, lab_page, tracked_notebooks):
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-    base, token = lab
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    page = context.new_page()
-    console_errors = []
-    page.on("console", lambda m: console_errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: console_errors.append(f"uncaught: {e}"))
-    page.set_default_timeout(UI_S * 1000)
+    console_errors = lab_page.console_errors
     shots = []
+    page = lab_page.open(notebook)
     try:
-        page.goto(f"{base}/lab/tree/{notebook}?reset&token={token}")
-        page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=UI_S * 1000)
         # Before anything runs, a saved widget output reads as the one-line note, not as the
         # widget's raw repr `interactive(children=(FloatSlider(...`.
         wait_until(lambda: (notebook_state(page) or {}).get("kernel") == "idle", RUN_ALL_S,
@@ -336,11 +386,4 @@ def test_widgets_render_and_respond(notebook, browser, lab, tracked_notebooks):
     finally:
         shots.append(screenshot(page, notebook, "page"))
         print(f"{notebook}: screenshots in {ARTIFACTS}: {', '.join(p.name for p in shots)}")
-        # Shut the kernel down (the next notebook gets the CPU) and close without saving.
-        try:
-            page.evaluate("""async () => {
-                const panel = window.jupyterapp && window.jupyterapp.shell.currentWidget;
-                if (panel && panel.sessionContext) await panel.sessionContext.shutdown();
-            }""")
-        finally:
-            context.close()
+        lab_page.close_notebook()
