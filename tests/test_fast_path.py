@@ -328,7 +328,7 @@ def test_the_calibration_key_names_the_attention_and_the_op(monkeypatch):
     measured with the converting prepacked op for the plain-input one."""
     from specnb.models.attention import use_gqa_attention
 
-    plain, paths = tiny_llama(1), " | dense/transposed/prepacked"  # the paths compared
+    plain, paths = tiny_llama(1), " | dense/transposed/prepacked/swapped"  # the paths compared
     monkeypatch.setattr(fast_path, "POINTWISE", None)
     assert fast_path.calibration_key(plain).endswith(" sdpa" + paths)
     assert fast_path.calibration_key(use_gqa_attention(tiny_llama(1))).endswith(

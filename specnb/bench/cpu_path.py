@@ -1,4 +1,4 @@
-"""The checking-cost curve t(k)/t(1), k = 1..16, of each CPU path (dense, transposed, prepacked).
+"""The checking-cost curve t(k)/t(1), k = 1..16, of each CPU path (`fast_path.PATHS`).
 
     python -m specnb.bench.cpu_path            embedded model -> data/results/latency-cpu-<cpu>.json
 

@@ -6,8 +6,10 @@ two or more. The same weight can be stored transposed (column by column: the sam
 tensor with strides (1, out)); W^T is then a plain row-major in × out matrix, and the same
 product runs as an ordinary matrix product that streams it row by row. oneDNN's linear on a
 weight converted once to its own layout (`to_mkldnn`, as `torch.utils.mkldnn.MkldnnLinear`)
-does the same maths a third way, here on plain input and output tensors (`POINTWISE`). Which
-one is faster depends on the CPU: its vector extensions, which kernels torch and oneDNN pick
+does the same maths a third way, here on plain input and output tensors (`POINTWISE`). A fourth
+keeps the weight as loaded and swaps the operands for a few rows of input: x W^T as (W x^T)^T,
+the weight times a thin matrix, for which MKL has a kernel that streams the weight row by row
+in one pass without packing it (`SwappedLinear`). Which one is faster depends on the CPU: its vector extensions, which kernels torch and oneDNN pick
 for them, and how much of a forward is spent reading the weights. `python -m
 specnb.bench.cpu_path` records the curves per CPU (data/results/latency-cpu-*.json, shown in
 RESULTS.md). So `cpu_path`:
@@ -18,6 +20,8 @@ RESULTS.md). So `cpu_path`:
                   to float rounding
     "prepacked"   every nn.Linear becomes a `PrepackedLinear` (oneDNN, float32, same results up
                   to float rounding; greedy tokens unchanged in the tests)
+    "swapped"     every nn.Linear becomes a `SwappedLinear` over the same Parameters, stored as
+                  loaded (the same results up to float rounding)
     "auto"        on a CPU with float32 weights: a calibration of a few seconds at first load
                   (`calibrate`), kept in `cache_dir()/cpu-path.json` keyed by CPU model,
                   ISA, torch version, threads and the model's shape (`calibration_key`;
@@ -41,7 +45,8 @@ through `weight.data` bypasses the version counter and is not seen: call
 not apply: gradients wanted, CPU autocast on, an input or weight not float32 on the CPU. The
 price is memory: a second copy of every linear weight (~0.5 GB for the embedded model). The
 transposed path costs no memory; what it changes is only the weights' strides, so code that
-needs them contiguous (safetensors, `.view`) calls `.contiguous()` (specnb's savers do).
+needs them contiguous (safetensors, `.view`) calls `.contiguous()` (specnb's savers do). The
+swapped path costs no memory either and changes no stride: only which product runs.
 What this module does not do: reduced precision (bf16/int8: the target stays float32; the draft
 head's int8 copy is `specnb.models.int8_draft`), GPUs (there the path is always dense),
 or timing beyond the short calibration (`python -m specnb.bench.cpu_path` records the full
@@ -60,7 +65,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-PATHS = ("dense", "transposed", "prepacked")  # what `use_path` puts a model on
+PATHS = ("dense", "transposed", "prepacked", "swapped")  # what `use_path` puts a model on
 CPU_PATHS = ("auto", *PATHS)
 ENV_VAR = "SPECNB_CPU_PATH"
 MARGIN = 0.10
@@ -147,6 +152,47 @@ class PrepackedLinear(CopiedWeightLinear):
         return torch._C._nn.mkldnn_linear(x.contiguous().to_mkldnn(), weight, bias).to_dense()
 
 
+# Rows of input up to which `SwappedLinear` multiplies with the operands swapped; past it the
+# plain product reads the weight no slower (the curves of `python -m specnb.bench.cpu_path`). A
+# tall weight (a vocabulary projection: TALL times more outputs than inputs, or more) keeps the
+# thin-matrix kernel ahead for more rows.
+SWAP_ROWS, TALL_SWAP_ROWS, TALL = 4, 8, 16
+
+
+class SwappedLinear(nn.Linear):
+    """`linear`'s own weight and bias (the same Parameters, stored row by row as loaded), with
+    the product taken the other way round for up to `swap_rows` rows of input (`SWAP_ROWS`, or
+    `TALL_SWAP_ROWS` for a tall weight): x W^T as
+    (W x^T)^T. MKL then runs its kernel for a matrix times a thin one, which streams the weight
+    row by row in one pass, instead of a GEMV (one row) or a GEMM that first packs the weight
+    (two rows and more). One row is doubled (the second copy is dropped): the thin-matrix kernel
+    wants two columns. The plain product runs for more rows, off float32 on the CPU, under CPU
+    autocast, or when the weight is no longer stored row by row."""
+
+    def __init__(self, linear: nn.Linear):
+        nn.Module.__init__(self)
+        self.in_features, self.out_features = linear.in_features, linear.out_features
+        self.weight, self.bias = linear.weight, linear.bias
+        self.swap_rows = TALL_SWAP_ROWS if self.out_features >= TALL * self.in_features \
+            else SWAP_ROWS
+
+    def forward(self, x):
+        rows = x.numel() // max(self.in_features, 1)
+        if (not 0 < rows <= self.swap_rows or x.dtype != torch.float32 or x.device.type != "cpu"
+                or self.weight.dtype != torch.float32 or self.weight.device.type != "cpu"
+                or not self.weight.is_contiguous() or torch.is_autocast_enabled("cpu")):
+            return F.linear(x, self.weight, self.bias)
+        flat = x.reshape(rows, self.in_features)
+        flat = (flat.expand(2, -1) if rows == 1 else flat).contiguous()  # [max(rows, 2), in]
+        out = torch.mm(self.weight, flat.t())[:, :rows].t().contiguous()  # [rows, out]
+        if self.bias is not None:
+            out = out + self.bias
+        return out.reshape(*x.shape[:-1], self.out_features)
+
+
+WRAPPERS = {"prepacked": PrepackedLinear, "swapped": SwappedLinear}  # path -> its nn.Linear
+
+
 def _store(linear: nn.Linear, transposed: bool) -> None:
     """Put `linear`'s weight row by row (as loaded) or transposed, in place: the same Parameter
     (a tied embedding follows), new strides."""
@@ -159,18 +205,22 @@ def use_path(model, path: str):
     """Swap every linear of `model` to `path` (one of `PATHS`) in place; returns it."""
     if path not in PATHS:
         raise ValueError(f"path must be one of {PATHS}, got {path!r}")
+    wrapper = WRAPPERS.get(path)
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
-            if isinstance(child, PrepackedLinear) and path != "prepacked":
+            if type(child) in WRAPPERS.values() and type(child) is not wrapper:
                 dense = nn.Linear(child.in_features, child.out_features, bias=False,
                                   device="meta")
                 dense.weight, dense.bias = child.weight, child.bias
                 setattr(parent, name, dense)
                 child = dense
             if type(child) is nn.Linear:
-                _store(child, transposed=path == "transposed")  # prepacked: packs row-major
-                if path == "prepacked":
-                    setattr(parent, name, PrepackedLinear(child))
+                # row by row for every path but transposed (prepacked packs from it)
+                _store(child, transposed=path == "transposed")
+                if wrapper is not None:
+                    setattr(parent, name, wrapper(child))
+            elif isinstance(child, SwappedLinear):
+                _store(child, transposed=False)
             elif isinstance(child, PrepackedLinear):
                 child._packed, child._packed_for = None, None  # repacked at its next use
     model.specnb_cpu_path = path

@@ -145,8 +145,9 @@ def load_model(name_or_path=None, *, device=None, dtype=None, cpu_path=None):
     """Return `(model, tokenizer)`: the embedded default when no name is given.
 
     Any Hugging Face model id or local path works too; hub ids need internet. `cpu_path`
-    ("auto", "dense", "transposed", "prepacked"; None: $SPECNB_CPU_PATH, else "auto") picks how
-    the linear layers run on a CPU (`specnb.models.fast_path`); `model.specnb_cpu_path` says which.
+    ("auto", "dense", "transposed", "prepacked", "swapped"; None: $SPECNB_CPU_PATH, else "auto")
+    picks how the linear layers run on a CPU (`specnb.models.fast_path`); `model.specnb_cpu_path`
+    says which.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
