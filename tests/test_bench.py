@@ -12,6 +12,7 @@ import pytest
 
 import specnb
 from specnb.bench import compare as bench
+from specnb.models.fast_path import PATHS
 from specnb.models.pairs import EMBEDDED_ENGINES_HEAD
 from specnb.viz.speedups import (per_prompt_speedups, plot_per_prompt_speedups, plot_speedups,
                                   speculative_by_gamma)
@@ -62,6 +63,7 @@ def test_record_has_every_method_and_identical_greedy_outputs(record):
     assert {"device", "versions", "date", "settings", "dtype", "wall_s"} <= set(record)
     assert record["settings"]["temperature"] == 0.0 and record["settings"]["max_new_tokens"] == 12
     assert record["dtype"] == "torch.float32"  # CPU: float32
+    assert record["cpu_path"] in PATHS
 
 
 @bench_run

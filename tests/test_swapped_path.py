@@ -1,10 +1,10 @@
 """The swapped CPU path (`specnb.models.fast_path`, `use_path(model, "swapped")`): every linear
 becomes a `SwappedLinear` over its own weight Parameter, stored row by row as loaded, that
-computes x W^T as (W x^T)^T for a few rows (`SWAP_ROWS`, more for a tall weight). The model gives the dense model's results:
-logits within float rounding for every row count, greedy tokens equal for our loops and for
-transformers' generate (plain and assisted), a head on it drafts the same, gradients and
-autocast behave as nn.Linear's, and the way back is bitwise dense. test_fast_path.py covers
-the choice among the paths."""
+computes x W^T as (W x^T)^T for a few rows (`SWAP_ROWS`, more for a tall weight). The model
+gives the dense model's results: logits within float rounding for every row count, greedy
+tokens equal for our loops and for transformers' generate (plain and assisted), a head on it
+drafts the same, gradients and autocast behave as nn.Linear's, and the way back is bitwise
+dense. test_fast_path.py covers the choice among the paths."""
 
 import copy
 
@@ -160,7 +160,8 @@ def test_a_head_follows_and_saves(target, swapped_target, prompts, tmp_path):
                                                trace=True)
                             for model, head in ((target, dense), (swapped_target, fast)))
         assert result.tokens == expected.tokens
-        assert [len(it.drafted) for it in result.trace] == [len(it.drafted) for it in expected.trace]
+        assert [len(it.drafted) for it in result.trace] == \
+            [len(it.drafted) for it in expected.trace]
     fast.save_pretrained(tmp_path / "again")
     back = specnb.FeatureDrafter.from_pretrained(tmp_path / "again", target)
     for (name, a), (_, b) in zip(dense.head.state_dict().items(), back.head.state_dict().items()):

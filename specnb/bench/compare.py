@@ -408,6 +408,9 @@ def run(args, pair=None, progress: bool = True, keep_partial: bool = False) -> d
                          "python": platform.python_version()},
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "dtype": str(target.dtype), "forward_latency": latency,
+            # how the target's linears ran here (specnb.models.fast_path): a CPU's timings
+            # depend on it
+            "cpu_path": getattr(target, "specnb_cpu_path", "dense"),
             "rows": [asdict(r) for r in rows],
             **({} if done == len(prompts) else
                {"interrupted": f"stopped after {done} of {len(prompts)} prompts"})}

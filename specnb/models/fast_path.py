@@ -9,8 +9,9 @@ weight converted once to its own layout (`to_mkldnn`, as `torch.utils.mkldnn.Mkl
 does the same maths a third way, here on plain input and output tensors (`POINTWISE`). A fourth
 keeps the weight as loaded and swaps the operands for a few rows of input: x W^T as (W x^T)^T,
 the weight times a thin matrix, for which MKL has a kernel that streams the weight row by row
-in one pass without packing it (`SwappedLinear`). Which one is faster depends on the CPU: its vector extensions, which kernels torch and oneDNN pick
-for them, and how much of a forward is spent reading the weights. `python -m
+in one pass without packing it (`SwappedLinear`). Which one is faster depends on the CPU: its
+vector extensions, which kernels torch and oneDNN pick for them, and how much of a forward is
+spent reading the weights. `python -m
 specnb.bench.cpu_path` records the curves per CPU (data/results/latency-cpu-*.json, shown in
 RESULTS.md). So `cpu_path`:
 
@@ -162,12 +163,12 @@ SWAP_ROWS, TALL_SWAP_ROWS, TALL = 4, 8, 16
 class SwappedLinear(nn.Linear):
     """`linear`'s own weight and bias (the same Parameters, stored row by row as loaded), with
     the product taken the other way round for up to `swap_rows` rows of input (`SWAP_ROWS`, or
-    `TALL_SWAP_ROWS` for a tall weight): x W^T as
-    (W x^T)^T. MKL then runs its kernel for a matrix times a thin one, which streams the weight
-    row by row in one pass, instead of a GEMV (one row) or a GEMM that first packs the weight
-    (two rows and more). One row is doubled (the second copy is dropped): the thin-matrix kernel
-    wants two columns. The plain product runs for more rows, off float32 on the CPU, under CPU
-    autocast, or when the weight is no longer stored row by row."""
+    `TALL_SWAP_ROWS` for a tall weight): x W^T as (W x^T)^T. MKL then runs its kernel for a
+    matrix times a thin one, which streams the weight row by row in one pass, instead of a GEMV
+    (one row) or a GEMM that first packs the weight (two rows and more). One row is doubled (the
+    copy is dropped): the thin-matrix kernel wants two columns. The plain product runs for more
+    rows, off float32 on the CPU, under CPU autocast, or when the weight is no longer stored row
+    by row."""
 
     def __init__(self, linear: nn.Linear):
         nn.Module.__init__(self)
