@@ -97,16 +97,24 @@ POINTWISE = getattr(torch.ops.mkldnn, "_linear_pointwise", None) \
     if torch.backends.mkldnn.is_available() else None
 
 
-class CopiedWeightLinear(nn.Linear):
-    """An `nn.Linear` holding `linear`'s own weight and bias (the same Parameters, not copies)
-    plus a copy of them in another kernel's format (`_pack`), rebuilt when they change; it runs
-    the float kernel where the copy cannot (`_float_only`). The base of `PrepackedLinear` and
-    of the draft head's `Int8Linear` (specnb.models.int8_draft)."""
+class SharedWeightLinear(nn.Linear):
+    """An `nn.Linear` holding `linear`'s own weight and bias (the same Parameters, not copies):
+    the base of the linears that run them another way."""
 
     def __init__(self, linear: nn.Linear):
         nn.Module.__init__(self)
         self.in_features, self.out_features = linear.in_features, linear.out_features
         self.weight, self.bias = linear.weight, linear.bias
+
+
+class CopiedWeightLinear(SharedWeightLinear):
+    """A `SharedWeightLinear` plus a copy of the weight and bias in another kernel's format
+    (`_pack`), rebuilt when they change; it runs the float kernel where the copy cannot
+    (`_float_only`). The base of `PrepackedLinear` and of the draft head's `Int8Linear`
+    (specnb.models.int8_draft)."""
+
+    def __init__(self, linear: nn.Linear):
+        super().__init__(linear)
         self._packed, self._packed_for = None, None
 
     def _pack(self, tensors: list):
@@ -160,7 +168,7 @@ class PrepackedLinear(CopiedWeightLinear):
 SWAP_ROWS, TALL_SWAP_ROWS, TALL = 4, 8, 16
 
 
-class SwappedLinear(nn.Linear):
+class SwappedLinear(SharedWeightLinear):
     """`linear`'s own weight and bias (the same Parameters, stored row by row as loaded), with
     the product taken the other way round for up to `swap_rows` rows of input (`SWAP_ROWS`, or
     `TALL_SWAP_ROWS` for a tall weight): x W^T as (W x^T)^T. MKL then runs its kernel for a
@@ -171,9 +179,7 @@ class SwappedLinear(nn.Linear):
     by row."""
 
     def __init__(self, linear: nn.Linear):
-        nn.Module.__init__(self)
-        self.in_features, self.out_features = linear.in_features, linear.out_features
-        self.weight, self.bias = linear.weight, linear.bias
+        super().__init__(linear)
         self.swap_rows = TALL_SWAP_ROWS if self.out_features >= TALL * self.in_features \
             else SWAP_ROWS
 
