@@ -17,6 +17,7 @@ plan's prompts: the human ones, then these, chat-formatted. It does not answer t
 does).
 """
 
+import functools
 import hashlib
 import json
 import re
@@ -91,35 +92,52 @@ def clean(line: str) -> str | None:
     return text if asks else None
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _profile(text: str) -> tuple:
+    """(the text's 8-word windows, its set of words, its content words), kept per text: a pool
+    of 4 000 prompts is checked against every eval and test prompt, each text many times."""
+    found = words(text)
+    windows = frozenset(tuple(found[i:i + EIGHT]) for i in range(len(found) - EIGHT + 1))
+    return windows, frozenset(found), frozenset(found) - STOPWORDS
+
+
 def too_close(text: str, references: list) -> bool:
     """Whether `text` shares an 8-word window with a reference, or a reference holds most
     (> 60 %) of its content words."""
-    mine = words(text)
-    windows = {tuple(mine[i:i + EIGHT]) for i in range(len(mine) - EIGHT + 1)}
-    content = set(mine) - STOPWORDS
+    windows, _, content = _profile(text)
     for reference in references:
-        theirs = words(reference)
-        if windows & {tuple(theirs[i:i + EIGHT]) for i in range(len(theirs) - EIGHT + 1)}:
-            return True
-        if content and len(content & set(theirs)) > 0.6 * len(content):
+        theirs, their_words, _ = _profile(reference)
+        if windows & theirs or (content and len(content & their_words) > 0.6 * len(content)):
             return True
     return False
+
+
+class _Selection:
+    """`select`'s pass over the lines of replies, fed a batch of replies at a time (the chunks
+    of `self_written`), so that each line is cleaned and checked once."""
+
+    def __init__(self, count: int, exclude: list, known: list = ()):
+        self.count, self.exclude = count, list(exclude)
+        self.seen = {" ".join(words(k)) for k in known}
+        self.kept = []
+
+    def add(self, replies: list) -> list:
+        for line in (line for reply in replies for line in reply.splitlines()):
+            if len(self.kept) == self.count:
+                break
+            text = clean(line)
+            if text is None or " ".join(words(text)) in self.seen or \
+                    too_close(text, self.exclude):
+                continue
+            self.seen.add(" ".join(words(text)))
+            self.kept.append(text)
+        return self.kept
 
 
 def select(replies: list, count: int, exclude: list, known: list = ()) -> list:
     """Clean every line of `replies` in order; keep the first `count` that are new (not in `known`, not seen)
     and not too close to any of `exclude` (the eval prompts)."""
-    seen = {" ".join(words(k)) for k in known}
-    kept = []
-    for line in (line for reply in replies for line in reply.splitlines()):
-        text = clean(line)
-        if text is None or " ".join(words(text)) in seen or too_close(text, exclude):
-            continue
-        seen.add(" ".join(words(text)))
-        kept.append(text)
-        if len(kept) == count:
-            break
-    return kept
+    return _Selection(count, exclude, known).add(replies)
 
 
 def requests(start: int, stop: int) -> list:
@@ -147,10 +165,10 @@ def self_written(target, tokenizer, count: int, *, exclude: list, known: list = 
     kept_folder = records_dir() / "self-prompts" / folder.name
     folder.mkdir(parents=True, exist_ok=True)
     max_chunks = max_chunks or 4 * (count // CHUNK + 1)
-    replies, chunk, kept = [], 0, 0
+    selection, chunk = _Selection(count, exclude, known), 0
     bar = tqdm(total=count, desc="prompts written by the target", unit="prompt",
                disable=count == 0)
-    while kept < count and chunk < max_chunks:
+    while len(selection.kept) < count and chunk < max_chunks:
         path, kept_copy = folder / f"chunk{chunk}.json", kept_folder / f"chunk{chunk}.json"
         if not path.exists() and kept_copy.exists():
             write_atomic(path, kept_copy.read_bytes())
@@ -170,12 +188,10 @@ def self_written(target, tokenizer, count: int, *, exclude: list, known: list = 
             write_atomic(path, json.dumps(texts).encode())
         if not kept_copy.exists():
             write_atomic(kept_copy, path.read_bytes())
-        replies += json.loads(path.read_text())
         chunk += 1
-        bar.update(len(select(replies, count, exclude, known)) - kept)
-        kept = bar.n
+        bar.update(len(selection.add(json.loads(path.read_text()))) - bar.n)
     bar.close()
-    return select(replies, count, exclude, known)
+    return list(selection.kept)
 
 
 def prompt_pool(target, tokenizer, self_prompts: int, *, seed: int = 0, rows: int = 64,
