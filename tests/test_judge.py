@@ -77,15 +77,28 @@ TYPED_TIMES = textwrap.dedent("""\
 MODULE = ("b = globals()['__buil' + 'tins__']\n"
           "def module(name):\n    return b.__dict__.get('__imp' + 'ort__')(name, fromlist=['x'])\n")
 REPO_FILE = "open(" + repr(str(ROOT / "specnb" / "core" / "verify.py")) + ").read()"
-# (student, notebook, {solution grade id: code}, [added cells], {test id: message fragment})
+
+
+def auto_test_ids(name: str) -> list:
+    """The auto-graded test cells of a source notebook."""
+    return [assignments.grading(c)["grade_id"]
+            for c in nbformat.read(SOURCE / name, as_version=4).cells
+            if assignments.grading(c).get("grade") and not assignments.grading(c).get("solution")]
+
+
+# (student, notebook, {solution grade id: code}, [added cells], {test id: message fragment, or
+# None: graded as usual and full marks})
 ATTEMPTS = [
     *[(f"forged-{name[:2]}", name, {}, [FORGE], {}) for name in NAMES],
     ("stack-walk", "02_batched_verify.ipynb", {"ex2-verify": STACK}, [],
      {"ex2-verify-tests": "CheckFailed: verify"}),
     ("patched-statistics", "01_acceptance_test.ipynb", {"ex1-verify-one": KEEP_ALL}, [],
      {"ex1-verify-one-tests": "gave a wrong answer"}),
+    # The reference with its timing cell forged: every other test cell is graded as usual and
+    # earns its points (tests/test_assignments.py leaves this reference run to this attempt).
     ("typed-timings", "05_alpha_c_and_gamma.ipynb", {"ex5-timing": TYPED_TIMES}, [],
-     {"ex5-timing-tests": "timed by the grader"}),
+     {**dict.fromkeys(auto_test_ids("05_alpha_c_and_gamma.ipynb")),
+      "ex5-timing-tests": "timed by the grader"}),
     ("resolve-name", "02_batched_verify.ipynb", {"ex2-verify": "import pkgutil\nlib = pkgutil."
      "resolve_name('specnb.core.verify:' + 'ver' 'ify')\n" + WRAP}, [],
      {"ex2-verify-tests": "the library's own"}),

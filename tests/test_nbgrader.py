@@ -11,9 +11,10 @@ from the released stubs), one who imports the library's own residual (0 on the c
 library's answer from a thread, the same job under another name): the judge runs the test
 cells, so nbgrader scores what it found. Per auto-graded cell, nbgrader's points must be the
 expected ones and, for the mistakes and the library import, those `grade_notebook` gives the
-same file. test_assignments.py asserts that `grade` gives the reference full marks and the
-untouched student versions zero; the mistaken students carry those stubs through nbgrader, so
-an untouched student version is not autograded a second time. nbgrader runs from this
+same file. test_assignments.py asserts that `grade` gives the reference full marks (but for
+exercise 5's, whose only full run is the one here: tests/test_judge.py has `grade` score it with
+the timing forged) and the untouched student versions zero; the mistaken students carry those
+stubs through nbgrader, so an untouched student version is not autograded a second time. nbgrader runs from this
 environment's bin without activating it; the course config gives kernels one thread.
 """
 
