@@ -106,6 +106,11 @@ class SharedWeightLinear(nn.Linear):
         self.in_features, self.out_features = linear.in_features, linear.out_features
         self.weight, self.bias = linear.weight, linear.bias
 
+    def _float32_on_cpu(self, x) -> bool:
+        """Whether input and weight are float32 on the CPU: where the other ways apply."""
+        return (x.dtype == torch.float32 and x.device.type == "cpu"
+                and self.weight.dtype == torch.float32 and self.weight.device.type == "cpu")
+
 
 class CopiedWeightLinear(SharedWeightLinear):
     """A `SharedWeightLinear` plus a copy of the weight and bias in another kernel's format
@@ -123,9 +128,7 @@ class CopiedWeightLinear(SharedWeightLinear):
 
     def _float_only(self, x) -> bool:
         wants_grad = torch.is_grad_enabled() and (self.weight.requires_grad or x.requires_grad)
-        return (wants_grad or x.dtype != torch.float32 or x.device.type != "cpu"
-                or self.weight.dtype != torch.float32 or self.weight.device.type != "cpu"
-                or x.numel() == 0)
+        return wants_grad or not self._float32_on_cpu(x) or x.numel() == 0
 
     def _packed_copy(self):
         tensors = [self.weight] + ([self.bias] if self.bias is not None else [])
@@ -185,8 +188,7 @@ class SwappedLinear(SharedWeightLinear):
 
     def forward(self, x):
         rows = x.numel() // max(self.in_features, 1)
-        if (not 0 < rows <= self.swap_rows or x.dtype != torch.float32 or x.device.type != "cpu"
-                or self.weight.dtype != torch.float32 or self.weight.device.type != "cpu"
+        if (not 0 < rows <= self.swap_rows or not self._float32_on_cpu(x)
                 or not self.weight.is_contiguous() or torch.is_autocast_enabled("cpu")):
             return F.linear(x, self.weight, self.bias)
         flat = x.reshape(rows, self.in_features)
