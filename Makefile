@@ -33,10 +33,17 @@ SPECULATORS := $(VENV)/speculators-$(SPECULATORS_VERSION)
 # fetches them side by side.
 setup: $(PREPARED) $(EXTRA)test $(OLDEST) $(SPECULATORS)
 
+# pip byte-compiles every module it installs (torch and the extras: some 12 000 files, half a
+# minute of one core), of which a run imports a few thousand; Python compiles those at their first
+# import and keeps them. Where the environment stops Python from writing bytecode, pip compiles
+# as usual, or every process would compile them again.
+NO_COMPILE := $(if $(PYTHONDONTWRITEBYTECODE),,--no-compile)
+PIP_INSTALL := $(PY) -m pip install --quiet $(NO_COMPILE)
+
 $(READY): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet "$(TORCH_SPEC)" -c constraints.txt -e .
+	$(PIP_INSTALL) "$(TORCH_SPEC)" -c constraints.txt -e .
 	touch $(READY)
 
 # Run from the repository root, `-m specnb` imports the source folder itself: an extras install
@@ -46,7 +53,7 @@ $(PREPARED): $(READY)
 	touch $(PREPARED)
 
 $(EXTRA)%: $(READY)
-	$(PY) -m pip install --quiet -c constraints.txt -e ".[$*]"
+	$(PIP_INSTALL) -c constraints.txt -e ".[$*]"
 	touch $@ $(if $(filter test,$*),$(EXTRA)notebooks $(EXTRA)instructor $(EXTRA)book)
 
 run: $(PREPARED)
@@ -98,10 +105,10 @@ test-portability: $(EXTRA)test
 	if [ -n "$$failed" ]; then echo "test-portability failed under setting(s):$$failed"; exit 1; fi
 
 $(OLDEST): $(READY)
-	$(PY) -m pip install --quiet --target $(OLDEST) transformers==$(OLDEST_TRANSFORMERS)
+	$(PIP_INSTALL) --target $(OLDEST) transformers==$(OLDEST_TRANSFORMERS)
 
 $(SPECULATORS): $(READY)
-	$(PY) -m pip install --quiet --no-deps --target $(SPECULATORS) \
+	$(PIP_INSTALL) --no-deps --target $(SPECULATORS) \
 		speculators==$(SPECULATORS_VERSION) loguru==0.7.3
 
 # The course as a static HTML book from the notebooks' committed outputs (nothing is executed):
