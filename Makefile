@@ -33,11 +33,11 @@ SPECULATORS := $(VENV)/speculators-$(SPECULATORS_VERSION)
 # fetches them side by side.
 setup: $(PREPARED) $(EXTRA)test $(OLDEST) $(SPECULATORS)
 
-# pip byte-compiles every module it installs (torch and the extras: some 12 000 files, half a
-# minute of one core), of which a run imports a few thousand; Python compiles those at their first
-# import and keeps them. Where the environment stops Python from writing bytecode, pip compiles
-# as usual, or every process would compile them again; so does `make setup NO_COMPILE=`, for an
-# environment others will use read-only (a course server).
+# pip byte-compiles every module it installs (torch and the extras: some 12 000 files), of which
+# a run imports a few thousand; Python compiles those at their first import and keeps them. Where
+# the environment stops Python from writing bytecode, pip compiles as usual, or every process
+# would compile them again; so does `make setup NO_COMPILE=`, for an environment others will use
+# read-only (a course server).
 NO_COMPILE := $(if $(PYTHONDONTWRITEBYTECODE),,--no-compile)
 PIP_INSTALL := $(PY) -m pip install --quiet $(NO_COMPILE)
 
