@@ -79,13 +79,6 @@ MODULE = ("b = globals()['__buil' + 'tins__']\n"
 REPO_FILE = "open(" + repr(str(ROOT / "specnb" / "core" / "verify.py")) + ").read()"
 
 
-def auto_test_ids(name: str) -> list:
-    """The auto-graded test cells of a source notebook."""
-    return [assignments.grading(c)["grade_id"]
-            for c in nbformat.read(SOURCE / name, as_version=4).cells
-            if assignments.grading(c).get("grade") and not assignments.grading(c).get("solution")]
-
-
 # (student, notebook, {solution grade id: code}, [added cells], {test id: message fragment, or
 # None: graded as usual and full marks})
 ATTEMPTS = [
@@ -97,7 +90,8 @@ ATTEMPTS = [
     # The reference with its timing cell forged: every other test cell is graded as usual and
     # earns its points (tests/test_assignments.py leaves this reference run to this attempt).
     ("typed-timings", "05_alpha_c_and_gamma.ipynb", {"ex5-timing": TYPED_TIMES}, [],
-     {**dict.fromkeys(auto_test_ids("05_alpha_c_and_gamma.ipynb")),
+     {**dict.fromkeys(assignments.auto_graded(nbformat.read(
+         SOURCE / "05_alpha_c_and_gamma.ipynb", as_version=4))),
       "ex5-timing-tests": "timed by the grader"}),
     ("resolve-name", "02_batched_verify.ipynb", {"ex2-verify": "import pkgutil\nlib = pkgutil."
      "resolve_name('specnb.core.verify:' + 'ver' 'ify')\n" + WRAP}, [],

@@ -218,13 +218,6 @@ def nbgrader(course: pathlib.Path, *args) -> str:
     return log
 
 
-def auto_points(source) -> dict:
-    """{grade_id: points} of the auto-graded test cells."""
-    return {assignments.grading(c)["grade_id"]: float(assignments.grading(c)["points"])
-            for c in source.cells
-            if assignments.grading(c).get("grade") and not assignments.grading(c).get("solution")}
-
-
 def answered(released, answers: dict):
     """A copy of a notebook with the given solution cells replaced: {grade_id: code}."""
     notebook, answers = copy.deepcopy(released), dict(answers)
@@ -308,7 +301,7 @@ def test_nbgrader_autograde_agrees_with_grade(tmp_path, monkeypatch):
 
     problems = []  # every disagreement, reported together
     for (student, name), (path, failing) in submitted.items():
-        points = auto_points(sources[name])
+        points = assignments.auto_graded(sources[name])
         theirs = nbgrader_scores(course, student, name, points)
         if failing is None:  # swallowed: the outputs show nothing, the kernel replied "error"
             assert theirs == dict.fromkeys(points, 0.0)

@@ -304,10 +304,15 @@ def execute(notebook, source, source_path, timeout: int, notebook_timeout: float
     return notes, judge.verdicts
 
 
+def auto_graded(source) -> dict:
+    """{grade id: points} of a source notebook's auto-graded test cells, in order."""
+    return {grading(c)["grade_id"]: float(grading(c).get("points", 0)) for c in source.cells
+            if grading(c).get("grade") and not grading(c).get("solution")}
+
+
 def test_cells(source, notebook) -> dict:
     """{cell index: grade id} of the graded notebook's auto-graded test cells."""
-    auto = {grading(c)["grade_id"] for c in source.cells
-            if grading(c).get("grade") and not grading(c).get("solution")}
+    auto = auto_graded(source)
     return {index: grading(cell)["grade_id"] for index, cell in enumerate(notebook.cells)
             if cell.cell_type == "code" and grading(cell).get("grade_id") in auto}
 
@@ -354,9 +359,7 @@ def grade_notebook(path: pathlib.Path, source_path: pathlib.Path, timeout: int =
         submitted = read_submission(path)
         voided = library_use_messages(submitted, source)
         notebook = graded_notebook(submitted, source)
-        auto = {grading(c)["grade_id"] for c in source.cells
-                if grading(c).get("grade") and not grading(c).get("solution")}
-        notes, verdicts = ([], {}) if auto <= set(voided) else execute(
+        notes, verdicts = ([], {}) if auto_graded(source).keys() <= set(voided) else execute(
             notebook, source, source_path, timeout, notebook_timeout,
             test_cells(source, notebook), threads, confined=confined)
     except Exception as error:  # noqa: BLE001 - one bad submission must not stop the rest

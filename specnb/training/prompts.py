@@ -126,10 +126,10 @@ class _Selection:
             if len(self.kept) == self.count:
                 break
             text = clean(line)
-            if text is None or " ".join(words(text)) in self.seen or \
-                    too_close(text, self.exclude):
+            key = None if text is None else " ".join(words(text))
+            if key is None or key in self.seen or too_close(text, self.exclude):
                 continue
-            self.seen.add(" ".join(words(text)))
+            self.seen.add(key)
             self.kept.append(text)
         return self.kept
 
