@@ -187,6 +187,16 @@ def test_setup_pins_the_cpu_torch_and_constraints_skip_it():
     assert declared(all_extras()) - {"torch", "specnb"} <= pinned
 
 
+def test_importing_nbformat_compiles_no_grammar():
+    """constraints.txt keeps jsonschema below the release whose format extra brings
+    rfc3987-syntax: it builds a lark parser whenever jsonschema is imported, and pytest's nbval,
+    nbclient, nbgrader and JupyterLab all import it, once per process."""
+    done = subprocess.run([sys.executable, "-c", "import sys, nbformat, jsonschema; "
+                           "print(sorted({'lark', 'rfc3987_syntax'} & set(sys.modules)))"],
+                          capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
 def test_each_make_target_installs_the_extras_it_needs():
     makefile = (ROOT / "Makefile").read_text()
     prerequisites = {m.group(1): m.group(2).split() for m in
