@@ -67,7 +67,8 @@ def test_the_sliders_positions_and_labels_travel_as_data():
     assert KERNEL_NOTE.split(";")[0] in html and "<script>" in html
 
 
-def test_the_bundle_holds_the_widget_the_frames_and_a_note():
+def test_the_bundle_holds_the_widget_the_frames_and_a_note(monkeypatch):
+    monkeypatch.delenv("SPECNB_PANEL_FRAMES", raising=False)  # the default: frames drawn
     bundle = two_sliders()._repr_mimebundle_()
     assert WIDGET_VIEW in bundle and 'class="specnb-frames"' in bundle["text/html"]
     assert "running kernel" in bundle["text/plain"]
