@@ -1,33 +1,45 @@
-"""Fixtures: the tiny random models of tiny_models.py, and the embedded model and draft."""
+"""Fixtures: the tiny random models of tiny_models.py, and the embedded model and draft.
 
+torch, transformers and specnb are imported inside the fixtures: pytest-xdist's controller
+loads this file too, before it starts the workers, and runs no test (the workers import them
+with the test modules anyway)."""
+
+import functools
 import hashlib
 import json
 import os
 
 import pytest
-import torch
-
-import specnb.models.loading
-import specnb.models.pairs
-from tiny_models import TEST_DEVICE, VOCAB, perturbed, tiny_llama
 
 # The χ² tests hand specnb `torch.Generator()`s; specnb samples where the model is, so under
 # SPECNB_TEST_DEVICE (scripts/gpu_check.py) a generator made there without a device is made on
 # the test device. Unset, nothing changes.
 SAMPLING_MODULES = {"test_speculative_exact"}
-_Generator = torch.Generator
 
 
-class _TestDeviceGenerator(_Generator):
-    def __new__(cls, device=None):
-        return _Generator.__new__(cls, device=device or TEST_DEVICE)
+@functools.cache
+def _test_device_generator():
+    import torch
+    from tiny_models import TEST_DEVICE
+
+    generator = torch.Generator
+
+    class TestDeviceGenerator(generator):
+        def __new__(cls, device=None):
+            return generator.__new__(cls, device=device or TEST_DEVICE)
+
+    return TestDeviceGenerator
 
 
 @pytest.fixture(autouse=True)
 def _generators_on_test_device(request, monkeypatch):
     module = getattr(getattr(request, "module", None), "__name__", "")
-    if TEST_DEVICE is not None and module in SAMPLING_MODULES:
-        monkeypatch.setattr(torch, "Generator", _TestDeviceGenerator)
+    if module in SAMPLING_MODULES:
+        import torch
+        from tiny_models import TEST_DEVICE
+
+        if TEST_DEVICE is not None:
+            monkeypatch.setattr(torch, "Generator", _test_device_generator())
 
 
 # `make test-portability` sets SPECNB_PVALUE_LOG: every χ² p-value a test computes is appended
@@ -68,18 +80,25 @@ def _head_records_outside_the_repo(request, monkeypatch, _head_records_base):
 
 @pytest.fixture(scope="session")
 def target():
+    from tiny_models import tiny_llama
+
     return tiny_llama(1)
 
 
 @pytest.fixture(scope="session")
 def drafts(target):
     """Drafts sharing the target's vocabulary: unrelated, close, and the target itself."""
+    from tiny_models import perturbed, tiny_llama
+
     return {"random": tiny_llama(2, hidden=16, layers=1), "perturbed": perturbed(target, 3, 0.15),
             "same": target}
 
 
 @pytest.fixture(scope="session")
 def prompts():
+    import torch
+    from tiny_models import VOCAB
+
     generator = torch.Generator().manual_seed(4)
     return [torch.randint(1, VOCAB, (1, length), generator=generator) for length in (5, 11, 17)]
 
@@ -87,14 +106,19 @@ def prompts():
 @pytest.fixture(scope="session")
 def embedded():
     """The embedded SmolLM2-135M-Instruct and its tokenizer (prepared by `make`)."""
-    return specnb.models.loading.load_model(device="cpu")
+    from specnb.models.loading import load_model
+
+    return load_model(device="cpu")
 
 
 
 @pytest.fixture(scope="session")
 def embedded_draft():
     """The distilled draft shipped in data/draft, as float32 on the CPU."""
-    return specnb.models.pairs.load_embedded_draft(device="cpu", dtype=torch.float32)
+    import torch
+    from specnb.models.pairs import load_embedded_draft
+
+    return load_embedded_draft(device="cpu", dtype=torch.float32)
 
 
 @pytest.fixture
