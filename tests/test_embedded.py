@@ -9,7 +9,8 @@ from safetensors.torch import load_file
 import specnb
 import specnb.models.loading
 import specnb.models.pairs
-from specnb.models.loading import cache_dir, chat_ids, early_exit_draft, load_model
+from specnb.models.loading import (cache_dir, chat_ids, early_exit_draft, embedded_checkpoint,
+                                   load_model)
 
 MAX_NEW = 32
 
@@ -51,7 +52,7 @@ def test_the_prepared_checkpoint_is_the_ggufs_dequantization(embedded):
     keeps gguf's parse between transformers' three reads of the file) is bit for bit what
     transformers' own GGUF loading gives."""
     _, tokenizer = embedded
-    weights = load_file(cache_dir() / "smollm2-135m-instruct" / "model.safetensors")
+    weights = load_file(embedded_checkpoint() / "model.safetensors")
     digest = hashlib.sha256()
     for name in sorted(weights):
         tensor = weights[name]

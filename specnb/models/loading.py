@@ -86,7 +86,7 @@ def gguf_parsed_once():
     names = ("GGUFReader", "get_tensor_name_map")
     originals = {name: getattr(gguf, name) for name in names}
     for name, function in originals.items():
-        setattr(gguf, name, functools.lru_cache(maxsize=None)(function))
+        setattr(gguf, name, functools.cache(function))
     try:
         yield
     finally:
