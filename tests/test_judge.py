@@ -12,6 +12,7 @@ test and the others are still graded. A judge that trusts the kernel's reply (th
 this one) must give the forged verdict its points: the test could fail.
 """
 
+import asyncio
 import io
 import json
 import pathlib
@@ -238,6 +239,47 @@ def test_a_judge_that_trusts_the_kernel_gives_the_forged_verdict_its_points(tmp_
     monkeypatch.setattr("specnb.course.judge.judge.Judge._judge_cell", TrustingJudge._judge_cell)
     rows = assignments.grade_notebook(tmp_path / "forged" / name, SOURCE / name, timeout=60)
     assert [r[1] for r in rows] == [3.0]  # trusting the kernel: full marks for no work
+
+
+def judged(cells: list, tests: dict, timed_cells: dict, tmp_path) -> Judge:
+    """A notebook of `cells` (grade id, source) executed by an unconfined judge whose set-up
+    defines the two failures a check raises; `tests` = {cell index: grade id}."""
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell(source, metadata={"nbgrader": {"grade_id": grade_id}})
+        for grade_id, source in cells])
+    judge = Judge(nb, tests, setup="from specnb.course.checks.report import CheckFailed, "
+                  "ClockDisagreed\n", timed_cells=timed_cells, kernel_name="python3",
+                  timeout=60, allow_errors=True, shutdown_kernel="immediate",
+                  resources={"metadata": {"path": str(tmp_path)}})
+    asyncio.run(judge.async_execute())  # as assignments.execute runs it (`execute` skips set-up)
+    return judge
+
+
+# The timed cell counts its runs in the kernel; the test's "clock" disagrees with its first run.
+CLOCKED = [("timed", "runs = globals().get('runs', 0) + 1"),
+           ("timed-tests", "if runs < 2:\n    raise ClockDisagreed('a busy moment')"),
+           ("counted", "counted = globals().get('counted', 0) + 1"),
+           ("counted-tests", "if counted < 2:\n    raise CheckFailed('a wrong answer')"),
+           ("after", "print(runs, counted)")]
+CLOCKED_TESTS = {1: "timed-tests", 3: "counted-tests"}
+
+
+def test_a_test_whose_clock_disagreed_is_graded_again_after_its_cell_runs_again(tmp_path):
+    """A `ClockDisagreed` (a busy machine can raise it against correct code) costs a re-run of
+    the timed cell, not the points; any other failure is final, its cell run once."""
+    judge = judged(CLOCKED, CLOCKED_TESTS, {"timed-tests": "timed", "counted-tests": "counted"},
+                   tmp_path)
+    assert judge.verdicts[1] == (True, None)
+    assert "the grader ran that cell again" in judge.nb.cells[1].outputs[0]["text"]
+    assert judge.verdicts[3] == (False, "CheckFailed: a wrong answer")
+    assert judge.nb.cells[4].outputs[0]["text"] == "2 1\n"
+
+
+def test_without_the_re_run_the_disagreeing_clock_costs_the_points(tmp_path, monkeypatch):
+    monkeypatch.setattr(Judge, "clock_retries", 0)  # the broken judge the test above must catch
+    judge = judged(CLOCKED, CLOCKED_TESTS, {"timed-tests": "timed"}, tmp_path)
+    assert judge.verdicts[1] == (False, "ClockDisagreed: a busy moment")
+    assert judge.nb.cells[4].outputs[0]["text"] == "1 1\n"
 
 
 # --- the pieces, without a kernel ---------------------------------------------------------------

@@ -24,7 +24,7 @@ import torch
 
 from ...theory import estimate_alpha, estimate_cost_ratio, expected_tokens_per_iteration, \
     in_loop_checking_cost, optimal_gamma, predicted_speedup, predicted_with_block_cost
-from .report import CheckFailed, call, failure, passed, show, to_float
+from .report import CheckFailed, ClockDisagreed, call, failure, passed, show, to_float
 
 
 def _close(a: float, b: float, rel: float = 1e-6) -> bool:
@@ -335,7 +335,9 @@ def check_timing_table(rows, alpha_hat, c_hat, gammas=None, clock: Clock | None 
     row's clock within CHECKED_FACTOR, or strays from it no further than the check's own clock
     does (a machine busy with other work). A row that disagrees is compared again with fresh runs of the
     check's clock, up to CLOCK_ATTEMPTS sets: a grader's burst of other work costs it a re-run,
-    not the student's points."""
+    not the student's points. A row that disagrees with all of them raises `ClockDisagreed`, on
+    which the judge runs the timing cell again (the burst may have hit the student's own
+    runs) before it grades the table a last time."""
     from ...core.timed import MEASURED
 
     measured_here = list(MEASURED)  # before the check's own clock adds to it
@@ -445,13 +447,13 @@ def check_timing_table(rows, alpha_hat, c_hat, gammas=None, clock: Clock | None 
 def _against_clock(row, runs, alpha_hat: float, c_hat: float):
     """How a row of the timing table agrees with one set of the check's own runs: "quiet" (eq.
     (2) predicts the row's clock), "busy" (the row strays from eq. (2) no further than the
-    check's own clock), or the CheckFailed that says how it does not agree."""
+    check's own clock), or the ClockDisagreed that says how it does not agree."""
     name, gamma = "timing table", int(row["gamma"])
     (own_ar, own_ar_seconds), (own_spec, own_spec_seconds) = runs[None], runs[gamma]
     for key, seconds in (("ar_seconds", own_ar_seconds), ("spec_seconds", own_spec_seconds)):
         ratio = float(row[key]) / seconds
         if not 1 / CLOCK_FACTOR <= ratio <= CLOCK_FACTOR:
-            return failure(name, given=f"row γ = {gamma}",
+            return failure(name, kind=ClockDisagreed, given=f"row γ = {gamma}",
                            expected=f"{key} near {seconds:.3f} s (the check's own run)",
                            got=f"{float(row[key]):.3f} s",
                            hint="time the decodes the row is about: autoregressive for "
@@ -459,7 +461,7 @@ def _against_clock(row, runs, alpha_hat: float, c_hat: float):
     own_checking = in_loop_checking_cost([own_spec], [own_ar])["median"]
     ratio = float(row["checking_cost"]) / own_checking
     if not 1 / CHECKING_FACTOR <= ratio <= CHECKING_FACTOR:
-        return failure(name, given=f"row γ = {gamma}",
+        return failure(name, kind=ClockDisagreed, given=f"row γ = {gamma}",
                        expected=f"checking_cost near {own_checking:.3f} (the check's own runs)",
                        got=f"{float(row['checking_cost']):.3f}",
                        hint="the speculative run at this row's γ over the autoregressive "
@@ -473,7 +475,7 @@ def _against_clock(row, runs, alpha_hat: float, c_hat: float):
     for verdict, base in (("quiet", 1.0), ("busy", own_strays)):
         if 1 / CHECKED_FACTOR <= strays / base <= CHECKED_FACTOR:
             return verdict
-    return failure(name, given=f"row γ = {gamma}",
+    return failure(name, kind=ClockDisagreed, given=f"row γ = {gamma}",
                    expected=f"eq. (2)'s {float(row['predicted_checked']):.3f}x within "
                             f"{CHECKED_FACTOR:g}x of the clock",
                    got=f"measured {float(row['measured']):.3f}x (the check's own runs: "

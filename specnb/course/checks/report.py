@@ -18,6 +18,13 @@ class CheckFailed(AssertionError):
     """A student's function disagrees with the library; the message says where and why."""
 
 
+class ClockDisagreed(CheckFailed):
+    """Measured times disagree with the check's own clock. A burst of other work on the machine
+    can do that to correct code, so a grader measures again before it takes the points
+    (`specnb.course.judge` runs the timed cell again); in the learner's kernel it reads as any
+    failed check."""
+
+
 def short_tracebacks(shell=None) -> bool:
     """In IPython, show a `CheckFailed` as its message alone, not under a traceback that prints
     the check's own source; the cell still ends in an error, so grading sees it fail. Called
@@ -52,8 +59,10 @@ def show(value, decimals: int = 4) -> str:
     return repr(value)
 
 
-def failure(name: str, *, given: str, expected=None, got=None, hint: str = "") -> CheckFailed:
-    """Build the exception: function, input, expected, got, hint; one item per line."""
+def failure(name: str, *, given: str, expected=None, got=None, hint: str = "",
+            kind: type = CheckFailed) -> CheckFailed:
+    """Build the exception (`kind`, CheckFailed or a subclass): function, input, expected, got,
+    hint; one item per line."""
     lines = [f"{name} gave a wrong answer.", f"  input:    {given}"]
     if expected is not None:
         lines.append(f"  expected: {expected}")
@@ -61,7 +70,7 @@ def failure(name: str, *, given: str, expected=None, got=None, hint: str = "") -
         lines.append(f"  got:      {got}")
     if hint:
         lines.append(f"  hint:     {hint}")
-    return CheckFailed("\n".join(lines))
+    return kind("\n".join(lines))
 
 
 def call(fn, *args, given: str, name: str | None = None, error_hint: str | None = None,
